@@ -1,0 +1,22 @@
+# The two README commands. Each runs infra/setup.sh first (idempotent, fast when done).
+SHELL := /bin/bash
+VENV := .venv/bin
+
+.PHONY: help setup demo test bench lock
+help: ## list targets
+	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: ## create .venv, install pinned deps, fetch Delta jars
+	@bash infra/setup.sh
+
+demo: setup ## run the whole loop once on the sample app and print where everything is
+	@$(VENV)/streamplan demo
+
+test: setup ## run the whole test suite (what .ci/run calls)
+	@$(VENV)/python -m pytest -m "not bench" $(PYTEST_ARGS)
+
+bench: setup ## run the benchmarks; figures go to benchmarks/results/*.json
+	@$(VENV)/python -m pytest -m bench benchmarks $(PYTEST_ARGS)
+
+lock: ## regenerate infra/requirements.lock from the current .venv
+	@$(VENV)/pip freeze --exclude-editable | grep -v '^streamplan' > infra/requirements.lock
