@@ -1,0 +1,1 @@
+"""Spark + Delta stages: ingest, validate, fit, measure, maintenance."""
