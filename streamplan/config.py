@@ -95,6 +95,11 @@ class FitSpec(_Strict):
     rate_statistic: Literal["max", "p95", "mean"] = "max"
     cal_max_rate: float = Field(default=32.0, gt=0, description="low-load calibration bound, ev/s")
     min_cal_windows: int = Field(default=5, ge=1)
+    service_source: Literal["auto", "direct", "busy_time", "low_load"] = Field(
+        default="auto",
+        description="auto: per-record service sums if present, else busy time, else low-load "
+        "calibration (seed 000: b = mean of rho/AR over windows where the EPN is alone)",
+    )
 
 
 class AppConfig(_Strict):

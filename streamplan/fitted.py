@@ -41,6 +41,12 @@ class QueryModel(_Model):
     arrival_rate_max: float = Field(ge=0)
     service_mean_s: float = Field(ge=0, description="b_i: CPU time per input event (s)")
     service_m2_s2: float = Field(ge=0, description="M_2,i (s^2)")
+    service_mean_ci: tuple[float, float] | None = None
+    calibration: Literal["direct", "busy_time", "low_load"] = "busy_time"
+    cal_service_mean_s: float | None = Field(
+        default=None, description="seed 000 low-load calibration of b_i (mean of rho/AR)"
+    )
+    cal_windows: int = Field(default=0, ge=0, description="windows used by the calibration")
     measured_rt_ms: float | None = Field(default=None, description="mean RT over the horizon")
     events: int = Field(ge=0)
 

@@ -1,0 +1,259 @@
+"""The loop's stages as plain functions: what the CLI and the Airflow DAGs call.
+
+Each stage takes settings, the app config and the data interval, does one job and returns a
+small report. Re-running a stage for the same interval gives the same tables and plan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from streamplan.config import AppConfig
+from streamplan.fitted import FittedModel
+from streamplan.plan import Plan, PlanInputs
+from streamplan.publish import PublishResult, atomic_write, current_plan, publish
+from streamplan.settings import Settings
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A data interval (start, end]; telemetry windows are stamped with their end."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def tag(self) -> str:
+        return self.end.strftime("%Y%m%dT%H%M%SZ")
+
+    def next(self) -> Interval:
+        """The interval of the same length right after this one."""
+        return Interval(self.end, self.end + (self.end - self.start))
+
+
+@dataclass
+class ValidateReport:
+    """What the validate stage did for one batch."""
+
+    rows_in: int
+    silver: dict[str, int]
+    quarantined: int
+    rules: dict[str, int]
+    report_path: Path | None
+    ge_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@contextmanager
+def spark_session(settings: Settings) -> Iterator:
+    """A Delta-enabled Spark session, stopped at the end."""
+    from pipelines.spark import get_spark
+
+    spark = get_spark(settings)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def landing_dir(settings: Settings, app: str) -> Path:
+    """Where raw telemetry files of ``app`` arrive."""
+    return settings.landing / app
+
+
+def simulate_telemetry(
+    settings: Settings,
+    config: AppConfig,
+    placement: dict[str, list[tuple[str, int]]],
+    node_types: dict[str, str],
+    interval: Interval,
+    offset_s: float,
+) -> Path:
+    """Simulate ``interval`` under ``placement`` and land it as one NDJSON file."""
+    from streamplan.simulator import simulate, write_ndjson
+
+    duration = (interval.end - interval.start).total_seconds()
+    result = simulate(
+        config, placement, node_types, interval.start, duration, workload_offset_s=offset_s
+    )
+    return write_ndjson(
+        result.records, landing_dir(settings, config.app) / f"sim-{interval.tag}.ndjson"
+    )
+
+
+def run_ingest(spark, settings: Settings, config: AppConfig, interval: Interval):
+    """Landing → bronze for new files."""
+    from pipelines.ingest import ingest_landing
+
+    directory = landing_dir(settings, config.app)
+    directory.mkdir(parents=True, exist_ok=True)
+    return ingest_landing(spark, directory, settings.lake, config.app, f"{config.app}-{interval.tag}")
+
+
+def known_nodes(settings: Settings, config: AppConfig) -> dict[str, int]:
+    """Nodes telemetry may name: the config's and every published plan's, with their cores."""
+    cores = {t.name: t.cores for t in config.node_types}
+    nodes = {n.name: cores[n.type] for n in config.nodes}
+    for path in sorted((settings.publish_dir / config.app / "plans").glob("*.json")):
+        plan = Plan.model_validate_json(path.read_text())
+        for node, node_type in plan.node_types.items():
+            nodes.setdefault(node, cores.get(node_type, max(cores.values())))
+    return nodes
+
+
+def run_validate(spark, settings: Settings, config: AppConfig, interval: Interval) -> ValidateReport:
+    """Pending bronze rows → parse → Great Expectations → silver MERGE + quarantine."""
+    from expectations.suites import ValidationContext
+    from pipelines.parse import parse_bronze
+    from pipelines.promote import pending_bronze, promote
+    from pipelines.validate import validate_candidates
+
+    bronze = pending_bronze(spark, settings.lake, config.app).localCheckpoint(eager=True)
+    batch_id = f"{config.app}-{interval.tag}"
+    candidates, failures = parse_bronze(bronze, config.app)
+    nodes = known_nodes(settings, config)
+    ctx = ValidationContext(
+        known_operators=frozenset(o.name for o in config.operators),
+        known_queries=frozenset(q.name for q in config.queries),
+        known_nodes=frozenset(nodes),
+        node_cores=nodes,
+        interval_start=interval.start,
+        interval_end=interval.end,
+    )
+    outcome = validate_candidates(spark, candidates, ctx, settings.reports, batch_id)
+    failures = failures.unionByName(outcome.failures.select(*failures.columns))
+    report = promote(spark, settings.lake, bronze, candidates, failures, batch_id)
+    accounted = sum(report.silver.values()) + report.quarantined
+    if accounted != report.rows_in:
+        raise RuntimeError(
+            f"row accounting broken for batch {batch_id}: {report.rows_in} pending bronze rows, "
+            f"{accounted} in silver + quarantine"
+        )
+    return ValidateReport(
+        rows_in=report.rows_in,
+        silver=report.silver,
+        quarantined=report.quarantined,
+        rules=report.rules,
+        report_path=outcome.report_path,
+        ge_counts=outcome.counts,
+    )
+
+
+def model_path(settings: Settings, model_id: str) -> Path:
+    """Where a fitted model's JSON lives."""
+    return settings.home / "models" / f"{model_id}.json"
+
+
+def run_fit(spark, settings: Settings, config: AppConfig, interval: Interval) -> FittedModel:
+    """Silver (interval) → fitted model in gold and as JSON for the optimizers."""
+    from pipelines.fit import fit_model, write_gold
+
+    model = fit_model(spark, settings.lake, config, interval.start, interval.end)
+    gold = write_gold(spark, settings.lake, model)
+    model = model.model_copy(update={"delta_versions": {**model.delta_versions, **gold}})
+    atomic_write(model_path(settings, model.model_id), model.model_dump_json(indent=2))
+    return model
+
+
+def plan_path(settings: Settings, app: str, plan_id: str) -> Path:
+    """Where a (not yet published) plan is kept."""
+    return settings.home / "plans" / app / f"{plan_id}.json"
+
+
+def run_plan(
+    settings: Settings,
+    config: AppConfig,
+    model: FittedModel,
+    interval: Interval,
+    extra_artifacts: dict[str, Path] | None = None,
+) -> Plan:
+    """Fitted model → method's decision → plan, logged to MLflow and saved (not published)."""
+    from optimizers.registry import run_method
+    from streamplan.tracking import log_plan
+
+    decision = run_method(model, config)
+    previous = current_plan(settings.publish_dir, config.app)
+    plan = Plan.from_decision(
+        decision,
+        app=config.app,
+        method=config.method.name,
+        inputs=PlanInputs(
+            delta_versions=model.delta_versions,
+            fitted_model_id=model.model_id,
+            config_hash=config.config_hash(),
+            interval_start=interval.start.isoformat(),
+            interval_end=interval.end.isoformat(),
+        ),
+        created_at=interval.end.isoformat(),
+    )
+    if previous is not None:
+        # re-planning the interval of the live plan keeps that plan's predecessor
+        same = previous.plan_id == plan.plan_id
+        plan.previous_plan_id = previous.previous_plan_id if same else previous.plan_id
+    run_id = log_plan(settings, config, model, plan, extra_artifacts)
+    plan = plan.model_copy(update={"mlflow_run_id": run_id})
+    atomic_write(plan_path(settings, config.app, plan.plan_id), plan.to_json())
+    return plan
+
+
+def run_publish(settings: Settings, plan: Plan) -> PublishResult:
+    """Publish atomically; a feasible plan becomes current and is marked live in MLflow."""
+    from streamplan.tracking import mark_live
+
+    result = publish(plan, settings.publish_dir)
+    if result.became_current and plan.mlflow_run_id:
+        mark_live(settings, plan.app, plan.mlflow_run_id)
+    return result
+
+
+def run_measure(
+    spark, settings: Settings, config: AppConfig, plan: Plan, interval: Interval
+) -> dict[str, float]:
+    """Measure ``plan`` over ``interval`` (the one after it was made): telemetry that arrived
+    (simulated under the plan when ``config.simulation`` is set), ingested like any other,
+    measured RT per query logged to the plan's MLflow run with a predicted-vs-measured plot."""
+    from pipelines.measure import measured_response_times, record_measurement
+    from streamplan.plots import predicted_vs_measured
+    from streamplan.tracking import log_measurement
+
+    if config.simulation is not None:
+        placement = {op: [(e.node, e.replicas) for e in es] for op, es in plan.placement.items()}
+        types = {**{n.name: n.type for n in config.nodes}, **plan.node_types}
+        offset = (interval.start - _workload_epoch(settings, config)).total_seconds()
+        simulate_telemetry(settings, config, placement, types, interval, offset)
+    run_ingest(spark, settings, config, interval)
+    run_validate(spark, settings, config, interval)
+    measured = measured_response_times(
+        spark, settings.lake, config.app, interval.start, interval.end
+    )
+    predicted = plan.predicted.response_time_ms
+    record_measurement(spark, settings.lake, plan.plan_id, config.app, measured, predicted,
+                       interval.end)
+    plot = predicted_vs_measured(
+        predicted,
+        measured,
+        {q.name: q.target_rt_ms for q in config.queries},
+        f"{plan.plan_id}: predicted vs measured",
+        settings.reports / f"predicted-vs-measured-{plan.plan_id}.png",
+    )
+    if plan.mlflow_run_id:
+        log_measurement(settings, plan.mlflow_run_id, measured, predicted, plot)
+    return measured
+
+
+def _workload_epoch(settings: Settings, config: AppConfig) -> datetime:
+    """Start of the simulated workload timeline (first simulated interval of the app)."""
+    marker = settings.home / "simulation" / f"{config.app}.json"
+    return datetime.fromisoformat(json.loads(marker.read_text())["epoch"])
+
+
+def set_workload_epoch(settings: Settings, config: AppConfig, epoch: datetime) -> None:
+    """Record where the simulated workload timeline starts (once per app and home)."""
+    marker = settings.home / "simulation" / f"{config.app}.json"
+    if not marker.exists():
+        atomic_write(marker, json.dumps({"epoch": epoch.isoformat()}))
+
