@@ -13,7 +13,7 @@ from rich.table import Table
 from streamplan import stages
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
-from streamplan.plan import Plan
+from streamplan.plan import Plan, plan_id_for
 from streamplan.publish import current_plan
 from streamplan.settings import Settings
 from streamplan.stages import Interval
@@ -77,13 +77,11 @@ def cmd_plan(settings: Settings, config: AppConfig, args, interval: Interval) ->
 
 
 def _interval_plan(settings: Settings, config: AppConfig, interval: Interval) -> Plan:
-    plans = sorted((settings.home / "plans" / config.app).glob(f"{config.app}-*.json"))
-    tag = interval.end.isoformat().replace(":", "").replace("-", "")
-    for path in plans:
-        plan = Plan.model_validate_json(path.read_text())
-        if plan.inputs.interval_end.replace(":", "").replace("-", "") == tag:
-            return plan
-    raise SystemExit(f"error: no plan for interval ending {interval.end}; run `streamplan plan`")
+    plan_id = plan_id_for(config.app, interval.end.isoformat(), config.method.name)
+    path = stages.plan_path(settings, config.app, plan_id)
+    if not path.exists():
+        raise SystemExit(f"error: no plan {plan_id} at {path}; run `streamplan plan` first")
+    return Plan.model_validate_json(path.read_text())
 
 
 def cmd_publish(settings: Settings, config: AppConfig, args, interval: Interval) -> int:

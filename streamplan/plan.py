@@ -123,10 +123,9 @@ class Plan(Decision):
     ) -> Plan:
         """Wrap a method's decision; ``plan_id`` is derived from app, interval and method,
         so re-planning the same interval yields the same id (idempotent runs)."""
-        plan_id = f"{app}-{inputs.interval_end.replace(':', '').replace('-', '')}-{method}"
         return cls(
             **decision.model_dump(),
-            plan_id=plan_id,
+            plan_id=plan_id_for(app, inputs.interval_end, method),
             app=app,
             method=method,
             inputs=inputs,
@@ -137,6 +136,11 @@ class Plan(Decision):
     def to_json(self) -> str:
         """Canonical JSON text of the artifact."""
         return self.model_dump_json(by_alias=True, indent=2)
+
+
+def plan_id_for(app: str, interval_end: str, method: str) -> str:
+    """Deterministic plan id: one plan per app, interval and method."""
+    return f"{app}-{interval_end.replace(':', '').replace('-', '')}-{method}"
 
 
 def plan_json_schema() -> dict[str, Any]:
