@@ -71,22 +71,26 @@ def typed_rows(lines: DataFrame, table: SilverTable) -> DataFrame:
 
 
 def type_failures(rows: DataFrame, table: SilverTable) -> DataFrame:
-    """A field present in the line whose value does not have the contract's type."""
-    out = None
+    """A field present in the line whose value does not have the contract's type.
+
+    One projection per table: an array of per-field checks, exploded to one row per failure.
+    """
+    checks = []
     for f in COMMON[1:] + list(table.fields):
         raw_value = F.col("_fields")[f.name]
         typed = F.col("ts") if f.name == "ts" else F.col(f.name)
         expected = "an ISO-8601 timestamp" if f.name == "ts" else f.dataType.simpleString()
-        bad = rows.where(raw_value.isNotNull() & typed.isNull())
-        failure = _failure(
-            bad,
-            table.name,
-            f"type({f.name})",
-            f.name,
-            F.concat(F.lit(f"{f.name} must be {expected}, got "), F.substring(raw_value, 1, 80)),
+        detail = F.concat(F.lit(f"{f.name} must be {expected}, got "), F.substring(raw_value, 1, 80))
+        failure = F.struct(
+            F.lit(f"type({f.name})").alias("rule"), F.lit(f.name).alias("field"),
+            detail.alias("detail"),
         )
-        out = failure if out is None else out.unionByName(failure)
-    return out
+        checks.append(F.when(raw_value.isNotNull() & typed.isNull(), failure))
+    found = rows.select("row_id", F.explode(F.filter(F.array(*checks), lambda c: c.isNotNull()))
+                        .alias("f"))
+    return found.select(
+        "row_id", F.lit(table.name).alias("table"), "f.rule", "f.field", "f.detail"
+    )
 
 
 def parse_bronze(bronze: DataFrame, app: str) -> tuple[dict[str, DataFrame], DataFrame]:

@@ -12,7 +12,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import DataFrame, SparkSession, Window
 
 from pipelines.delta_io import merge_insert, table_exists
-from pipelines.parse import FAILURE_COLUMNS
+from pipelines.parse import FAILURE_COLUMNS, with_fields
 from pipelines.tables import SILVER_TABLES, SilverTable, bronze_path, quarantine_path, silver_path
 
 
@@ -80,12 +80,11 @@ def quarantine_rows(bronze: DataFrame, failures: DataFrame) -> DataFrame:
     by_row = failures.groupBy("row_id").agg(
         F.sort_array(F.collect_list(F.struct("rule", "table", "field", "detail"))).alias("_f")
     )
-    joined = bronze.join(by_row, "row_id")
+    joined = with_fields(bronze).join(by_row, "row_id")
     first = F.col("_f")[0]
     field = first["field"]
-    value = F.when(
-        ~field.startswith("<"), F.get_json_object(F.col("raw"), F.concat(F.lit("$."), field))
-    )
+    # the offending value as written in the raw line (field "<line>"/"<file>": none)
+    value = F.when(~field.startswith("<"), F.col("_fields")[field])
     return joined.select(
         "row_id",
         "batch_id",
@@ -127,25 +126,21 @@ def promote(
     for name, rows in candidates.items():
         clean = rows.join(failures.select("row_id"), "row_id", "left_anti")
         failures = failures.unionByName(duplicate_failures(spark, lake, SILVER_TABLES[name], clean))
-    failures = failures.cache()
-    bad = failures.select("row_id").distinct().cache()
+    failures = failures.localCheckpoint(eager=True)
+    bad = failures.select("row_id").distinct().localCheckpoint(eager=True)
     silver_counts: dict[str, int] = {}
     for name, rows in candidates.items():
         table = SILVER_TABLES[name]
-        clean = silver_rows(rows, bad, batch_id).cache()
+        clean = silver_rows(rows, bad, batch_id).localCheckpoint(eager=True)
         silver_counts[name] = clean.count()
         if silver_counts[name]:
             merge_insert(spark, clean, silver_path(lake, name), table.key, partition_by=["date"])
-        clean.unpersist()
-    quarantine = quarantine_rows(bronze, failures).cache()
+    quarantine = quarantine_rows(bronze, failures).localCheckpoint(eager=True)
     quarantined = quarantine.count()
     if quarantined:
         merge_insert(spark, quarantine, quarantine_path(lake), ["row_id"])
     rules = {r["rule"]: r["n"] for r in quarantine.groupBy("rule").agg(F.count("*").alias("n"))
              .collect()}
-    quarantine.unpersist()
-    failures.unpersist()
-    bad.unpersist()
     return PromoteReport(
         rows_in=bronze.count(), silver=silver_counts, quarantined=quarantined, rules=rules
     )

@@ -74,7 +74,7 @@ def simulate_telemetry(
     offset_s: float,
 ) -> Path:
     """Simulate ``interval`` under ``placement`` and land it as one NDJSON file."""
-    from streamplan.simulator import simulate, write_ndjson
+    from streamplan.simulation import simulate, write_ndjson
 
     duration = (interval.end - interval.start).total_seconds()
     result = simulate(
@@ -115,6 +115,9 @@ def run_validate(spark, settings: Settings, config: AppConfig, interval: Interva
     bronze = pending_bronze(spark, settings.lake, config.app).localCheckpoint(eager=True)
     batch_id = f"{config.app}-{interval.tag}"
     candidates, failures = parse_bronze(bronze, config.app)
+    # materialise once: GE, duplicate detection and the MERGEs all read these small frames
+    candidates = {name: df.localCheckpoint(eager=True) for name, df in candidates.items()}
+    failures = failures.localCheckpoint(eager=True)
     nodes = known_nodes(settings, config)
     ctx = ValidationContext(
         known_operators=frozenset(o.name for o in config.operators),

@@ -1,0 +1,39 @@
+"""Planning methods by name: ``config.method.name`` -> function(fitted model, config).
+
+Add a method by adding one entry to :data:`METHODS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from optimizers.binpack import plan_binpack
+from optimizers.binpack_milp import plan_binpack_milp
+from optimizers.shedding import plan_shedding
+from streamplan.config import AppConfig
+from streamplan.fitted import FittedModel
+from streamplan.plan import Decision
+
+__all__ = ["METHODS", "Method", "run_method"]
+
+Method = Callable[[FittedModel, AppConfig], Decision]
+
+METHODS: dict[str, Method] = {
+    "binpack": plan_binpack,
+    "binpack-milp": plan_binpack_milp,
+    "shedding": plan_shedding,
+}
+
+
+def run_method(model: FittedModel, config: AppConfig) -> Decision:
+    """Plan with the method named by ``config.method.name``.
+
+    Raises
+    ------
+    ValueError
+        When no method has that name.
+    """
+    name = config.method.name
+    if name not in METHODS:
+        raise ValueError(f"method.name: unknown method {name!r} (known: {sorted(METHODS)})")
+    return METHODS[name](model, config)
