@@ -77,8 +77,12 @@ def duplicate_failures(
 
 def quarantine_rows(bronze: DataFrame, failures: DataFrame) -> DataFrame:
     """One quarantine row per failed bronze row: raw line, first rule, all reasons, the value."""
+    # the first rule shown is the most direct one: column checks before cross-column bounds
+    priority = F.col("rule").contains("pair").cast("int")
     by_row = failures.groupBy("row_id").agg(
-        F.sort_array(F.collect_list(F.struct("rule", "table", "field", "detail"))).alias("_f")
+        F.sort_array(
+            F.collect_list(F.struct(priority.alias("p"), "rule", "table", "field", "detail"))
+        ).alias("_f")
     )
     joined = with_fields(bronze).join(by_row, "row_id")
     first = F.col("_f")[0]

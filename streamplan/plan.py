@@ -139,8 +139,9 @@ class Plan(Decision):
 
 
 def plan_id_for(app: str, interval_end: str, method: str) -> str:
-    """Deterministic plan id: one plan per app, interval and method."""
-    return f"{app}-{interval_end.replace(':', '').replace('-', '')}-{method}"
+    """Deterministic plan id: one plan per app, interval (end, UTC) and method."""
+    end = datetime.fromisoformat(interval_end.replace("Z", "+00:00")).astimezone(UTC)
+    return f"{app}-{end:%Y%m%dT%H%M%SZ}-{method}"
 
 
 def plan_json_schema() -> dict[str, Any]:

@@ -50,14 +50,19 @@ class ValidateReport:
 
 @contextmanager
 def spark_session(settings: Settings) -> Iterator:
-    """A Delta-enabled Spark session, stopped at the end."""
+    """A Delta-enabled Spark session; stopped at the end unless it was already running
+    (a session owned by the caller, e.g. a test fixture or a notebook, is left alone)."""
+    from pyspark.sql import SparkSession
+
     from pipelines.spark import get_spark
 
+    owned = SparkSession.getActiveSession() is None
     spark = get_spark(settings)
     try:
         yield spark
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
 
 
 def landing_dir(settings: Settings, app: str) -> Path:

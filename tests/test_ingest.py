@@ -16,7 +16,10 @@ from pipelines.delta_io import table_version
 from pipelines.tables import SILVER_TABLES, bronze_path, quarantine_path, silver_path
 from streamplan import stages
 from streamplan.faults import duplicated, fault_lines
+from streamplan.config import load_config
 from streamplan.publish import atomic_write
+from streamplan.settings import load_settings
+from tests.conftest import DEMO_CONFIG
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 INTERVAL = stages.Interval(START, START + timedelta(seconds=60))
@@ -42,9 +45,16 @@ def _quarantine(spark, settings):
     return spark.read.format("delta").load(quarantine_path(settings.lake))
 
 
-@pytest.fixture
-def landed(spark, settings, demo_config):
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory):
+    """One home for the module: the tests below read one ingest, then re-ingest in order."""
+    return load_settings(tmp_path_factory.mktemp("ingest") / "home")
+
+
+@pytest.fixture(scope="module")
+def landed(spark, settings):
     """Simulated telemetry for one minute plus a file of every fault, ingested and validated."""
+    demo_config = load_config(DEMO_CONFIG)
     placement = dict(demo_config.deployment)
     types = {n.name: n.type for n in demo_config.nodes}
     stages.simulate_telemetry(settings, demo_config, placement, types, INTERVAL, 0.0)

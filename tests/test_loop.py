@@ -17,10 +17,10 @@ from streamplan.settings import load_settings
 from tests.conftest import DEMO_CONFIG
 
 
-@pytest.fixture
-def demo_home(spark, tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def demo_home(spark, tmp_path_factory) -> Path:
     """A home with one demo run done (the `spark` fixture keeps one JVM for all tests)."""
-    home = tmp_path / "home"
+    home = tmp_path_factory.mktemp("loop") / "home"
     assert main(["--home", str(home), "demo"]) == 0
     return home
 

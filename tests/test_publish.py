@@ -17,7 +17,7 @@ def _plan(end: str, status: str = "heuristic") -> Plan:
         predicted=Prediction(response_time_ms={"q": 1.5}),
         solver=SolverStats(name="test", status=status, time_s=0.1, message="why"),
     )
-    inputs = PlanInputs(fitted_model_id="m", config_hash="h", interval_start="s",
+    inputs = PlanInputs(fitted_model_id="m", config_hash="h", interval_start="2026-01-01T00:00:00+00:00",
                         interval_end=end)
     return Plan.from_decision(decision, app="app", method="binpack", inputs=inputs)
 
@@ -49,7 +49,7 @@ def test_plan_id_is_deterministic_per_interval() -> None:
 
 
 def test_schema_violation_names_the_field() -> None:
-    doc = json.loads(_plan("x").to_json())
+    doc = json.loads(_plan("2026-01-01T00:10:00Z").to_json())
     doc["placement"]["op"][0]["replicas"] = 0
     with pytest.raises(ValueError, match="placement/op/0/replicas"):
         validate_plan_document(doc)
