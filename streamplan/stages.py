@@ -118,10 +118,13 @@ def run_validate(spark, settings: Settings, config: AppConfig, interval: Interva
     from pipelines.validate import validate_candidates
 
     bronze = pending_bronze(spark, settings.lake, config.app).localCheckpoint(eager=True)
+    if bronze.isEmpty():
+        return ValidateReport(rows_in=0, silver={}, quarantined=0, rules={}, report_path=None)
     batch_id = f"{config.app}-{interval.tag}"
     candidates, failures = parse_bronze(bronze, config.app)
     # materialise once: GE, duplicate detection and the MERGEs all read these small frames
     candidates = {name: df.localCheckpoint(eager=True) for name, df in candidates.items()}
+    candidates = {name: df for name, df in candidates.items() if not df.isEmpty()}
     failures = failures.localCheckpoint(eager=True)
     nodes = known_nodes(settings, config)
     ctx = ValidationContext(
