@@ -119,6 +119,43 @@ def cmd_history(settings: Settings, config: AppConfig, args, interval) -> int:
     return 0
 
 
+def _find_plan(settings: Settings, app: str, ref: str) -> Plan:
+    candidates = [Path(ref), settings.publish_dir / app / "plans" / f"{ref}.json",
+                  stages.plan_path(settings, app, ref)]
+    for path in candidates:
+        if path.is_file():
+            return Plan.model_validate_json(path.read_text())
+    raise SystemExit(f"error: plan {ref!r} not found (tried {[str(c) for c in candidates]})")
+
+
+def cmd_diff(settings: Settings, config: AppConfig, args, interval) -> int:
+    from streamplan.plan_diff import diff_plans
+    from streamplan.plots import predicted_vs_measured
+
+    a, b = (_find_plan(settings, config.app, ref) for ref in (args.plan_a, args.plan_b))
+    d = diff_plans(a, b)
+    table = Table(title=f"{a.plan_id} → {b.plan_id}")
+    for col in ("what", "before", "after"):
+        table.add_column(col)
+    for op, (before, after) in d.moved.items():
+        table.add_row(f"operator {op}", str(before), str(after))
+    for node, (before, after) in d.nodes.items():
+        table.add_row(f"node {node}", str(before), str(after))
+    for op, (before, after) in d.shedding.items():
+        table.add_row(f"shedding {op}", str(before), str(after))
+    for q, (before, after) in d.response_time_ms.items():
+        table.add_row(f"predicted RT {q} (ms)", _num(before), _num(after))
+    console.print(table)
+    plot = predicted_vs_measured(
+        a.predicted.response_time_ms, b.predicted.response_time_ms,
+        {q.name: q.target_rt_ms for q in config.queries}, f"{a.plan_id} → {b.plan_id}",
+        settings.reports / f"diff-{a.plan_id}-{b.plan_id}.png",
+        labels=("before", "after"),
+    )
+    console.print(f"plot: {plot}")
+    return 0
+
+
 def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 

@@ -82,3 +82,13 @@ def test_broken_config_fails_fast(tmp_path: Path, capsys) -> None:
     config.write_text(json.dumps({"app": "x", "operators": []}))
     assert main(["--home", str(tmp_path), "demo", "--config", str(config)]) == 2
     assert "field 'operators'" in capsys.readouterr().err
+
+
+def test_history_and_diff_commands(demo_home: Path, capsys) -> None:
+    settings = load_settings(demo_home)
+    live = current_plan(settings.publish_dir, "kitchen")
+    assert main(["--home", str(demo_home), "history"]) == 0
+    out = capsys.readouterr().out
+    assert live.plan_id[:20] in out and "yes" in out
+    assert main(["--home", str(demo_home), "diff", live.plan_id, live.plan_id]) == 0
+    assert list(settings.reports.glob("diff-*.png"))
