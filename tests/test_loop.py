@@ -89,6 +89,6 @@ def test_history_and_diff_commands(demo_home: Path, capsys) -> None:
     live = current_plan(settings.publish_dir, "kitchen")
     assert main(["--home", str(demo_home), "history"]) == 0
     out = capsys.readouterr().out
-    assert live.plan_id[:20] in out and "yes" in out
+    assert "binpack" in out and "heuristic" in out and "yes" in out
     assert main(["--home", str(demo_home), "diff", live.plan_id, live.plan_id]) == 0
     assert list(settings.reports.glob("diff-*.png"))
