@@ -24,6 +24,7 @@ from streamplan.config import AppConfig
 from streamplan.settings import Settings
 
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 DELTA_DEFAULT_RETENTION_HOURS = 168.0
 
 
@@ -85,15 +86,22 @@ def optimize_and_vacuum(
 
 
 def _vacuum(spark: SparkSession, table: DeltaTable, retention_hours: float) -> None:
-    if retention_hours >= DELTA_DEFAULT_RETENTION_HOURS:
-        table.vacuum(retention_hours)
-        return
-    previous = spark.conf.get(RETENTION_CHECK, "true")
-    spark.conf.set(RETENTION_CHECK, "false")
+    # VACUUM lists the table with `parallelPartitionDiscovery.parallelism` tasks (10000 by
+    # default: minutes of scheduling overhead on a laptop-sized local[2] session)
+    confs = {LISTING_PARALLELISM: str(max(2, spark.sparkContext.defaultParallelism))}
+    if retention_hours < DELTA_DEFAULT_RETENTION_HOURS:
+        confs[RETENTION_CHECK] = "false"
+    previous = {k: spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        spark.conf.set(k, v)
     try:
         table.vacuum(retention_hours)
     finally:
-        spark.conf.set(RETENTION_CHECK, previous)
+        for k, v in previous.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 @dataclass(frozen=True)

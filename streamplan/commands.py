@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -227,7 +228,7 @@ def cmd_demo(settings: Settings, config: AppConfig, args: argparse.Namespace, _=
     if config.simulation is None:
         raise SystemExit(f"error: {args.config} has no simulation section; the demo needs one")
     started = time.monotonic()
-    interval = Interval(DEMO_START, DEMO_START + _seconds(config.simulation.duration_s))
+    interval = Interval(DEMO_START, DEMO_START + timedelta(seconds=config.simulation.duration_s))
     stages.set_workload_epoch(settings, config, interval.start)
     steps = ["simulate", "start Spark", "ingest", "validate", "fit", "plan", "publish", "measure"]
     progress = Progress(TextColumn("{task.description:<28}"), BarColumn(), TextColumn(
@@ -289,9 +290,3 @@ def cmd_demo(settings: Settings, config: AppConfig, args: argparse.Namespace, _=
     where.add_row("Delta lake", str(settings.lake))
     console.print(where)
     return 0
-
-
-def _seconds(s: float):
-    from datetime import timedelta
-
-    return timedelta(seconds=s)
