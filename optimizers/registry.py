@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from optimizers.binpack import plan_binpack
 from optimizers.binpack_milp import plan_binpack_milp
+from optimizers.edrp import plan_edrp, plan_redrp
 from optimizers.shedding import plan_shedding
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
@@ -22,6 +23,8 @@ METHODS: dict[str, Method] = {
     "binpack": plan_binpack,
     "binpack-milp": plan_binpack_milp,
     "shedding": plan_shedding,
+    "edrp": plan_edrp,
+    "redrp": plan_redrp,
 }
 
 
