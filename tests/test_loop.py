@@ -88,7 +88,8 @@ def test_history_and_diff_commands(demo_home: Path, capsys) -> None:
     settings = load_settings(demo_home)
     live = current_plan(settings.publish_dir, "kitchen")
     assert main(["--home", str(demo_home), "history"]) == 0
-    out = capsys.readouterr().out
-    assert "binpack" in out and "heuristic" in out and "yes" in out
+    assert "plans of kitchen" in capsys.readouterr().out
+    live_runs = [h for h in plan_history(settings, "kitchen") if h.live]
+    assert [h.plan_id for h in live_runs] == [live.plan_id]
     assert main(["--home", str(demo_home), "diff", live.plan_id, live.plan_id]) == 0
     assert list(settings.reports.glob("diff-*.png"))
