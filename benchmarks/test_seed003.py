@@ -11,14 +11,20 @@ rEDRP. Solve times: every solve of both timelines, plus a size sweep over synthe
 Run: ``.venv/bin/python -m pytest -m bench benchmarks/test_seed003.py -p no:cacheprovider``
 (add ``-o log_cli=true --log-cli-level=INFO`` to follow progress); it takes hours on two
 shared cores, mostly the 240 EDRP solves. Results: ``benchmarks/results/seed003.json``.
+Each finished timeline and sweep row is saved at once with a hash of the code and inputs
+that produced it; a rerun after an interruption reuses only entries with the same hash.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import logging
 import os
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,6 +38,7 @@ from streamplan.plan import Decision
 from streamplan.settings import REPO_ROOT
 
 CONFIG = REPO_ROOT / "configs" / "debs2015_edrp.yaml"
+RESULTS_FILE = REPO_ROOT / "benchmarks" / "results" / "seed003.json"
 SOURCE = "data_source"
 SINK = "global_rank"
 log = logging.getLogger(__name__)
@@ -236,6 +243,41 @@ def table4_dag_vars(cfg: AppConfig) -> int:
     return sum(map(len, space.choices.values())) + sum(map(len, space.links.values())) + 2
 
 
+def code_version() -> str:
+    """Hash of everything that determines the figures: optimizer sources, the config, the
+    benchmark's run functions and the time limit."""
+    h = hashlib.sha256()
+    sources = sorted((REPO_ROOT / "optimizers" / "edrp").glob("*.py"))
+    for path in [*sources, REPO_ROOT / "optimizers" / "graphs.py", CONFIG]:
+        h.update(path.read_bytes())
+    for fn in (source_rate, initial_deployment, timeline, sized_config, sweep_instance):
+        h.update(inspect.getsource(fn).encode())
+    h.update(f"{TIME_LIMIT_S}".encode())
+    return h.hexdigest()[:16]
+
+
+class Checkpoint:
+    """Partial results saved after every unit of work, reused by a rerun of the same code."""
+
+    def __init__(self, write_result: Callable[[str, dict[str, Any]], Any]) -> None:
+        self.version = code_version()
+        self.write = write_result
+        saved: dict[str, Any] = {}
+        if RESULTS_FILE.exists():
+            saved = json.loads(RESULTS_FILE.read_text())
+        fresh = saved.get("code_version") != self.version
+        self.done: dict[str, Any] = {} if fresh else saved.get("partial", {})
+
+    def get(self, key: str, compute: Callable[[], Any]) -> Any:
+        """The saved value for ``key``, or compute, save and return it."""
+        if key not in self.done:
+            self.done[key] = compute()
+            self.write("seed003", {"code_version": self.version, "partial": self.done})
+        else:
+            log.info("reusing %s from %s", key, RESULTS_FILE.name)
+        return self.done[key]
+
+
 # Inputs we had to choose where the paper is silent (details in configs/debs2015_edrp.yaml).
 DEVIATIONS = [
     "Network: the paper's 15-node ANSNET portion is unpublished; ours is the Topology Zoo ANS "
@@ -263,11 +305,15 @@ def test_seed003_table3_and_solve_times(write_result) -> None:
     limits = Limits(time_limit_s=TIME_LIMIT_S)
     start = initial_deployment(cfg, limits)
     assert start.feasible, start.solver.message
+    saved = Checkpoint(write_result)
     runs: dict[str, dict[str, Any]] = {"edrp": {}, "redrp": {}}
     for method in ("redrp", "edrp"):
         for name, w in WEIGHT_PRESETS.items():
-            runs[method][name] = timeline(
-                cfg, Weights(*w), start, restricted=method == "redrp", limits=limits
+            runs[method][name] = saved.get(
+                f"{method}/{name}",
+                lambda w=w, method=method: timeline(
+                    cfg, Weights(*w), start, restricted=method == "redrp", limits=limits
+                ),
             )
     ours = {name: run["summary"] for name, run in runs["edrp"].items()}
     table3 = {name: compare(ours[name], PAPER_TABLE_III[name]) for name in PAPER_TABLE_III}
@@ -275,11 +321,12 @@ def test_seed003_table3_and_solve_times(write_result) -> None:
         key: {"ours": ranking(ours, key), "paper": ranking(PAPER_TABLE_III, key)}
         for key in ("response_time_ms", "cost_per_hour", "downtime_s")
     }
-    sweep = solve_time_sweep(cfg)
+    sweep = [saved.get(f"sweep/{n}", lambda n=n: sweep_row(cfg, n)) for n in SWEEP_SIZES]
     write_result(
         "seed003",
         {
             "seed": "003",
+            "code_version": saved.version,
             "time_limit_s": TIME_LIMIT_S,
             "deviations": DEVIATIONS,
             "initial_deployment": {
@@ -309,31 +356,28 @@ def test_seed003_table3_and_solve_times(write_result) -> None:
             assert row["redrp"]["objective"] >= row["edrp"]["objective"] - 1e-9
 
 
-def solve_time_sweep(cfg: AppConfig) -> list[dict[str, Any]]:
-    """Model size and solve time of EDRP and rEDRP (k = 2) as the network grows."""
-    rows = []
-    for n in SWEEP_SIZES:
-        sized = sized_config(cfg, n, seed=n)
-        inputs = sweep_instance(sized)
-        row: dict[str, Any] = {
-            "n": n,
-            "paper": PAPER_TABLE_IV_K2.get(n),
-            "edrp_vars_table4_dag": table4_dag_vars(sized),
+def sweep_row(cfg: AppConfig, n: int) -> dict[str, Any]:
+    """Model size and solve time of EDRP and rEDRP (k = 2) on an n-node network."""
+    sized = sized_config(cfg, n, seed=n)
+    inputs = sweep_instance(sized)
+    row: dict[str, Any] = {
+        "n": n,
+        "paper": PAPER_TABLE_IV_K2.get(n),
+        "edrp_vars_table4_dag": table4_dag_vars(sized),
+    }
+    for method, restricted in (("edrp", False), ("redrp", True)):
+        if method == "edrp" and n > SWEEP_EDRP_MAX_N:
+            row[method] = {"status": "not attempted", "reason": f"n > {SWEEP_EDRP_MAX_N}"}
+            continue
+        d = plan(inputs, restricted=restricted, limits=Limits(time_limit_s=TIME_LIMIT_S))
+        log.info("sweep n=%d %s %s %.1fs", n, method, d.solver.status, d.solver.time_s)
+        row[method] = {
+            "status": d.solver.status,
+            "objective": d.solver.objective,
+            "gap": d.solver.gap,
+            "n_vars": d.solver.n_vars,
+            "n_conss": d.solver.n_conss,
+            "build_s": round(d.solver.extra.get("build_s", 0.0), 2),
+            "solve_s": round(d.solver.time_s, 2),
         }
-        for method, restricted in (("edrp", False), ("redrp", True)):
-            if method == "edrp" and n > SWEEP_EDRP_MAX_N:
-                row[method] = {"status": "not attempted", "reason": f"n > {SWEEP_EDRP_MAX_N}"}
-                continue
-            d = plan(inputs, restricted=restricted, limits=Limits(time_limit_s=TIME_LIMIT_S))
-            log.info("sweep n=%d %s %s %.1fs", n, method, d.solver.status, d.solver.time_s)
-            row[method] = {
-                "status": d.solver.status,
-                "objective": d.solver.objective,
-                "gap": d.solver.gap,
-                "n_vars": d.solver.n_vars,
-                "n_conss": d.solver.n_conss,
-                "build_s": round(d.solver.extra.get("build_s", 0.0), 2),
-                "solve_s": round(d.solver.time_s, 2),
-            }
-        rows.append(row)
-    return rows
+    return row

@@ -31,6 +31,7 @@ from optimizers.edrp import (
     plan_edrp,
     plan_redrp,
     violations,
+    warm_start,
 )
 from optimizers.edrp.metrics import downtime
 from optimizers.edrp.multisets import action, all_multisets, as_multiset, one_move
@@ -119,6 +120,13 @@ def test_worked_example_model_size_and_names_before_pruning() -> None:
     assert {"assign[A]", "out[A>B|n1]", "in[A>B|n1+n1]"} <= conss
 
 
+def test_warm_start_accepts_only_complete_candidate_deployments() -> None:
+    model, handles = build_model(worked((0.8, 0.2, 0.0)))
+    assert not warm_start(model, handles, {"A": ("n1",), "zz": ("n1",)})
+    assert not warm_start(model, handles, {"A": ("n1",), "B": ("n1", "n1", "n2")})
+    assert warm_start(model, handles, {"A": ("n1",), "B": ("n2",)})
+
+
 def test_redrp_keeps_the_one_move_neighbourhood() -> None:
     space = build_space(worked((0.8, 0.2, 0.0)), restricted=True)
     assert set(space.choices["B"]) == {("n1",), ("n2",), ("n1", "n2"), ("n1", "n1")}
@@ -140,6 +148,7 @@ def test_downtime_constants_of_the_paper() -> None:
     assert t_d(("u", "v"), ("v",)) == pytest.approx(0.270)
     assert t_d(("u",), ("u", "u")) == pytest.approx(0.250)
     assert t_d(("u", "v"), ("u", "v")) == 0.0
+    assert t_d(("v", "u"), ("u", "v")) == 0.0  # same multiset, any order
 
 
 def test_migrating_state_adds_upload_and_download() -> None:

@@ -51,14 +51,12 @@ def _plan(model: FittedModel, config: AppConfig, *, restricted: bool) -> Decisio
     missing = sorted({o.name for o in config.operators} - set(model.operators))
     if missing:
         raise EdrpInputError(f"fitted model has no operators {missing}")
-    mu = {}
+    mu: dict[str, float] = {}
     for name, op in model.operators.items():
         if op.service_mean_s <= 0:
             raise EdrpInputError(f"fitted model: operators[{name}].service_mean_s must be > 0")
         mu[name] = 1.0 / op.service_mean_s
-    src_rates = {
-        s: model.query_rate(q.name) for q in config.queries for s in q.sources
-    }
+    src_rates = {s: model.query_rate(q.name) for q in config.queries for s in q.sources}
     placement = model.deployment.placement or config.deployment
     current = {op: as_multiset(entries) for op, entries in placement.items()}
     inputs = build_inputs(

@@ -79,9 +79,9 @@ def downtime(
     Scale-out means |V| > |U| (digest §8.4). The maximum over u ∈ U, v ∈ V with u ≠ v is 0
     when every replica stays on one node (Eq. (26)), so a same-node scale-out costs t_syn.
     """
-    if before == after:
-        return 0.0  # Eq. (25), U = V
     cu, cv = Counter(before), Counter(after)
+    if cu == cv:
+        return 0.0  # Eq. (25), U = V
     n_u, n_v = len(before), len(after)
     kind = "MI" if n_u == n_v else ("SO" if n_v > n_u else "SI")
     rtt = 2 * store.delay_s

@@ -165,9 +165,9 @@ def build_model(
 
 def warm_start(model: Model, handles: EdrpVars, deployment: Mapping[str, Multiset]) -> bool:
     """Offer a complete deployment as a starting solution; False if not a candidate/feasible."""
-    if any(handles.x[i].get(ms) is None for i, ms in deployment.items()) or set(
-        deployment
-    ) != set(handles.x):
+    if set(deployment) != set(handles.x) or any(
+        ms not in handles.x[i] for i, ms in deployment.items()
+    ):
         return False
     sol = model.createSol()
     for i, ms in deployment.items():
