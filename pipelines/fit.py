@@ -86,6 +86,30 @@ def operator_aggregates(windows: DataFrame) -> list[Row]:
     )
 
 
+def outputs_by_type(ops: DataFrame) -> dict[str, dict[str, int]]:
+    """Per operator: total ``records_out_by_type`` per event type (operators reporting it)."""
+    rows = (
+        ops.select("operator", F.explode("records_out_by_type").alias("type", "n"))
+        .groupBy("operator", "type")
+        .agg(F.sum("n").alias("n"))
+        .collect()
+    )
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        out.setdefault(r["operator"], {})[r["type"]] = int(r["n"] or 0)
+    return out
+
+
+def selectivity_by_type(rout_by_type: dict[str, int], rin: int) -> dict[str, float]:
+    """Outputs of each type per processed record (seed 001 digest §9: the selectivity
+    function's measured counterpart, records_out_by_type[T] / records_in).
+
+    >>> selectivity_by_type({"A": 30, "B": 10}, 100)
+    {'A': 0.3, 'B': 0.1}
+    """
+    return {t: n / rin for t, n in sorted(rout_by_type.items())} if rin else {}
+
+
 def fit_operator(row: Row, query: str, source: str) -> OperatorModel:
     """Service-time moments of one operator from its aggregates.
 
@@ -266,6 +290,10 @@ def fit_model(
         for r in aggregates
     }
     records_in = {r["operator"]: r["rin"] or 0 for r in aggregates}
+    for op, counts in outputs_by_type(ops).items():
+        operators[op] = operators[op].model_copy(
+            update={"selectivity_by_type": selectivity_by_type(counts, records_in[op])}
+        )
     rates = query_rates(windows, {q.name: q.sources for q in config.queries})
     nodes_df = read_window(spark, lake, "node_metrics", app, start, end)
     calibration = low_load_calibration(ops, nodes_df, config)

@@ -79,6 +79,11 @@ class SimulationSpec(_Strict):
     duration_s: float = Field(default=600.0, gt=0)
     service: dict[str, ServiceSpec]
     selectivity: dict[str, float] = Field(default_factory=dict)
+    output_types: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="operator -> event type -> share of its output records (sums to 1); "
+        "operators listed here report records_in/out_by_type",
+    )
     workload: list[WorkloadPhase] = Field(min_length=1)
 
 
@@ -158,6 +163,9 @@ class AppConfig(_Strict):
                 _known("simulation.selectivity", op, ops)
                 if sel < 0:
                     raise ValueError(f"simulation.selectivity[{op}] must be >= 0, got {sel}")
+            for op, shares in self.simulation.output_types.items():
+                _known("simulation.output_types", op, ops)
+                _check_shares(f"simulation.output_types[{op}]", shares)
             for i, phase in enumerate(self.simulation.workload):
                 for q, rate in phase.rates.items():
                     _known(f"simulation.workload[{i}].rates", q, queries)
@@ -189,6 +197,17 @@ def _unique(field: str, names: list[str]) -> None:
         if n in seen:
             raise ValueError(f"{field}: duplicate name {n!r}")
         seen.add(n)
+
+
+def _check_shares(field: str, shares: dict[str, float]) -> None:
+    """A discrete distribution over event types: non-empty, shares >= 0 summing to 1."""
+    if not shares:
+        raise ValueError(f"{field}: needs at least one event type")
+    for t, share in shares.items():
+        if not (share >= 0):  # NaN fails too
+            raise ValueError(f"{field}[{t}] must be >= 0, got {share}")
+    if abs(sum(shares.values()) - 1.0) > 1e-6:
+        raise ValueError(f"{field}: shares must sum to 1, got {sum(shares.values()):.6g}")
 
 
 def _known(field: str, value: str, allowed: set[str]) -> None:

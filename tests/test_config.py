@@ -57,6 +57,12 @@ def test_top_level_not_mapping(tmp_path: Path) -> None:
          r"simulation\.workload\[0\]\.rates\[spoon\] must be >= 0, got -3"),
         (lambda r: r.update(colour="blue"), r"field 'colour': Extra inputs are not permitted"),
         (lambda r: r["deployment"].pop("fork_match"), r"deployment is missing .*fork_match"),
+        (lambda r: r["simulation"].update(output_types={"spoon_match": {"A": 0.7, "B": 0.2}}),
+         r"simulation\.output_types\[spoon_match\]: shares must sum to 1, got 0\.9"),
+        (lambda r: r["simulation"].update(output_types={"spoon_match": {"A": 1.5, "B": -0.5}}),
+         r"simulation\.output_types\[spoon_match\]\[B\] must be >= 0, got -0\.5"),
+        (lambda r: r["simulation"].update(output_types={"ghost": {"A": 1.0}}),
+         r"simulation\.output_types: unknown name 'ghost'"),
     ],
 )
 def test_bad_field_is_named(tmp_path: Path, mutate, expected: str) -> None:

@@ -312,6 +312,25 @@ def test_demo_size_simulation_is_fast(demo_config: AppConfig) -> None:
     assert time.perf_counter() - t0 < 5.0
 
 
+def test_typed_counts_split_the_counters_by_the_output_mix(demo_config: AppConfig) -> None:
+    """simulation.output_types: records_out_by_type sums to records_out; a successor's
+    records_in_by_type counts what its predecessor emitted of each type."""
+    mix = {"spoon_window": {"A": 0.25, "B": 0.75}}
+    result = simulate(_with(demo_config, simulation={"output_types": mix}),
+                      demo_config.deployment, VM1, START, 600.0)
+    ops = [r for r in result.records if r["kind"] == "operator"]
+    window = [r for r in ops if r["operator"] == "spoon_window"]
+    nxt = [r for r in ops if "records_in_by_type" in r]
+    assert {r["operator"] for r in nxt} == {"spoon_features"}
+    assert all(sum(r["records_out_by_type"].values()) == r["records_out"] for r in window)
+    out = {t: sum(r["records_out_by_type"][t] for r in window) for t in ("A", "B")}
+    assert out["A"] / (out["A"] + out["B"]) == pytest.approx(0.25, abs=0.02)
+    received = {t: sum(r["records_in_by_type"][t] for r in nxt) for t in ("A", "B")}
+    assert sum(received.values()) == sum(r["records_in"] for r in nxt)
+    assert received["A"] <= out["A"] and received["A"] >= 0.95 * out["A"], "in flight at the end"
+    assert all("records_out_by_type" not in r for r in ops if r["operator"] != "spoon_window")
+
+
 def test_invalid_inputs_are_named(demo_config: AppConfig) -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         simulate(demo_config, demo_config.deployment, VM1, datetime(2026, 1, 1), 10.0)

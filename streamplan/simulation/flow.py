@@ -26,6 +26,8 @@ class Records:
     service: np.ndarray  # seconds, already divided by the node speed
     n_out: np.ndarray
     job: np.ndarray  # run-to-completion job it belongs to
+    etype: np.ndarray  # index into topo.event_types of the record's own type, -1 if untyped
+    out_counts: np.ndarray  # [record, event type] outputs of each type (zeros if untyped)
 
 
 @dataclass
@@ -58,21 +60,35 @@ def generate_records(
             + [first[p] + np.repeat(np.arange(len(r.n_out)), r.n_out) for p, r in fed]
         )
         event = _cat(roots + [np.repeat(r.event, r.n_out) for _, r in fed])
+        etype = _cat([np.full(len(r), -1, _INT) for r in roots]
+                     + [_output_types(topo, p, r) for p, r in fed])
         local = rng.integers(0, len(topo.inst_node[o]), len(event))
         node = topo.inst_node[o][local]
         n_out = output_counts(float(topo.selectivity[o]), len(event), rng)
         service = service_times(topo.services[o], len(event), rng) / speed[node]
+        mix = topo.output_mix[o]
+        out_counts = (np.zeros((len(event), len(topo.event_types)), _INT) if mix is None
+                      else rng.multinomial(n_out, mix))
         per_op.append(Records(
             op=np.full(len(event), o, _INT), inst=topo.inst_offset[o] + local, node=node,
             event=event, parent=parent, service=service, n_out=n_out,
-            job=np.empty(len(event), _INT),
+            job=np.empty(len(event), _INT), etype=etype, out_counts=out_counts,
         ))
         first.append(first[-1] + len(event))
+    empty = {"service": np.empty(0), "out_counts": np.empty((0, len(topo.event_types)), _INT)}
     return Records(**{
-        f.name: np.concatenate([np.empty(0, float if f.name == "service" else _INT)]
+        f.name: np.concatenate([empty.get(f.name, np.empty(0, _INT))]
                                + [getattr(r, f.name) for r in per_op])
         for f in fields(Records)
     })
+
+
+def _output_types(topo: Topology, op: int, rec: Records) -> np.ndarray:
+    """Type of each output of ``op``'s records, in output order (-1 when ``op`` is untyped)."""
+    if topo.output_mix[op] is None:
+        return np.full(int(rec.n_out.sum()), -1, _INT)
+    k = len(topo.event_types)
+    return np.repeat(np.tile(np.arange(k), len(rec.n_out)), rec.out_counts.ravel())
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

@@ -78,6 +78,23 @@ def operator_stats(topo: Topology, trace: Trace, win: Windows) -> dict[str, np.n
     }
 
 
+def typed_counts(
+    topo: Topology, trace: Trace, win: Windows
+) -> tuple[np.ndarray, np.ndarray]:
+    """[instance, window, event type] records in and out per type (``simulation.output_types``),
+    attributed like the untyped counters to the window in which each record completes."""
+    rec, n, k = trace.records, topo.n_instances, len(topo.event_types)
+    done = win.index(trace.rec_done)
+    typed = rec.etype >= 0
+    key = rec.inst[typed] * k + rec.etype[typed]
+    rin = win.binned(key, n * k, done[typed]).reshape(n, k, win.n)
+    rout = np.stack(
+        [win.binned(rec.inst, n, done, rec.out_counts[:, t].astype(float)) for t in range(k)],
+        axis=1,
+    ) if k else np.zeros((n, 0, win.n))
+    return rin.transpose(0, 2, 1), rout.transpose(0, 2, 1)
+
+
 def node_utilisation(topo: Topology, trace: Trace, win: Windows) -> np.ndarray:
     """[node, window] exact fraction of core time busy (jobs' service intervals integrated)."""
     util = np.zeros((len(topo.nodes), win.n))
@@ -135,6 +152,8 @@ def build_records(
 ) -> list[dict[str, Any]]:
     """All telemetry records of the interval, sorted by (ts, kind, ids)."""
     ops = operator_stats(topo, trace, win)
+    typed_in, typed_out = typed_counts(topo, trace, win)
+    in_types, out_types = _reported_types(topo)
     util = node_utilisation(topo, trace, win)
     queries = query_stats(topo, trace, event_time, win)
     deployment = _deployment(topo, placement)
@@ -153,12 +172,31 @@ def build_records(
         for g, (o, r, n) in instances:
             ids = {"operator": topo.ops[o], "instance": r, "node": topo.nodes[n]}
             fields = {name: _cast(name, v[g, k]) for name, v in ops.items()}
+            if in_types[o]:
+                fields["records_in_by_type"] = _by_type(topo, typed_in[g, k], in_types[o])
+            if out_types[o]:
+                fields["records_out_by_type"] = _by_type(topo, typed_out[g, k], out_types[o])
             records.append({"kind": "operator", **head, **ids, **fields})
         records += [
             {"kind": "query", **head, **_query_fields(topo.queries[q], queries[q][k])}
             for q in query_ids
         ]
     return records
+
+
+def _reported_types(topo: Topology) -> tuple[list[list[int]], list[list[int]]]:
+    """Per operator, the event types its records_in/out_by_type report: the types its
+    typed predecessors emit, and the types of its own output mix."""
+    def emitted(o: int) -> set[int]:
+        mix = topo.output_mix[o]
+        return set() if mix is None else set(np.flatnonzero(mix > 0).tolist())
+
+    ins = [sorted(set().union(*(emitted(p) for p in preds))) for preds in topo.preds]
+    return ins, [sorted(emitted(o)) for o in range(len(topo.ops))]
+
+
+def _by_type(topo: Topology, counts: np.ndarray, types: list[int]) -> dict[str, int]:
+    return {topo.event_types[t]: int(counts[t]) for t in types}
 
 
 def _node_fields(node: str, util: float) -> dict[str, Any]:

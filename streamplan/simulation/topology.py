@@ -25,6 +25,8 @@ class Topology:
     is_sink: np.ndarray  # bool [query, operator]
     services: list[ServiceSpec]
     selectivity: np.ndarray
+    event_types: list[str]  # every type named in ``simulation.output_types``, sorted
+    output_mix: list[np.ndarray | None]  # per operator: share of each event type, or None
 
     @property
     def n_instances(self) -> int:
@@ -68,6 +70,12 @@ def build_topology(
         is_sink=is_sink,
         services=[sim.service[o] for o in ops],
         selectivity=np.array([sim.selectivity.get(o, 1.0) for o in ops]),
+        event_types=(etypes := sorted({t for mix in sim.output_types.values() for t in mix})),
+        output_mix=[
+            np.array([sim.output_types[o].get(t, 0.0) for t in etypes])
+            if o in sim.output_types else None
+            for o in ops
+        ],
     )
 
 
