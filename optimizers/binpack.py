@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from optimizers.epn_plan import build_decision, epn_problem, evaluate_assignment
+from optimizers.prediction import MODELS
+from optimizers.prediction.epn import loads_for_model
 from optimizers.queueing import EpnLoad, node_load, relative_deviation, response_times
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
@@ -53,6 +55,18 @@ class BinpackParams(BaseModel):
         default="estimated", description="δ used to classify nodes in Part 1 (A2)"
     )
     enforce_lw: bool = Field(default=False, description="treat LW as a hard constraint (A3)")
+    rt_model: str | None = Field(
+        default=None,
+        description="response-time model giving each EPN's M_2 (optimizers.prediction.MODELS); "
+        "None keeps the fitted M_2 of seed 000",
+    )
+
+    @field_validator("rt_model")
+    @classmethod
+    def _known_model(cls, name: str | None) -> str | None:
+        if name is not None and name not in MODELS:
+            raise ValueError(f"unknown response-time model {name!r} (known: {sorted(MODELS)})")
+        return name
 
     @model_validator(mode="after")
     def _band(self) -> BinpackParams:
@@ -441,6 +455,9 @@ def plan_binpack(model: FittedModel, config: AppConfig) -> Decision:
     params = BinpackParams.from_method_params(config.method.params)
     start = time.perf_counter()
     problem = epn_problem(model, config)
+    if params.rt_model is not None:
+        loads, notes = loads_for_model(problem.loads, model, config, params.rt_model)
+        problem = replace(problem, loads=loads, notes=[*problem.notes, *notes])
     res = binpack(
         problem.loads,
         problem.current,

@@ -7,12 +7,15 @@ import math
 
 import pytest
 
+from optimizers.binpack import plan_binpack
 from optimizers.prediction import MODELS, Op, Query, Scenario, ScenarioError, get_model
 from optimizers.prediction.catalogue import scenario_classes
 from optimizers.prediction.ciw_model import ciw_response_times
 from optimizers.prediction.flows import departure_scv, gg1_wait, split_scv, superpose_scv
 from optimizers.prediction.jobs import outcomes
 from optimizers.prediction.measure import measure
+from streamplan.config import AppConfig, MethodSpec
+from streamplan.fitted import Deployment, FittedModel, NodeState, OperatorModel, QueryModel
 
 QNA = MODELS["qna_decomposition"]
 MG1 = MODELS["mg1_single_server"]
@@ -161,3 +164,67 @@ def test_ciw_rejects_a_fork_across_nodes() -> None:
     s = Scenario("fork", ops, (("a", "b"), ("a", "c")), (Query("q", 10.0, ("a",), ("b", "c")),))
     with pytest.raises(ScenarioError, match="forks the event across nodes"):
         ciw_response_times(s, 5.0, 1)
+
+
+# --- the configured model inside the binpack planner ------------------------------------------
+WINDOW_OPS = {"window": (0.2e-3, 1.0, 1 / 32), "features": (3.2e-3, 0.25, 1.0),
+              "match": (2.0e-3, 1.0, 1.0)}
+
+
+def windowed_fit(config: AppConfig, rates: dict[str, float]) -> FittedModel:
+    """Demo queries with seed 000's windowed operators (Op1 fires one window per 32 events);
+    the query model is fitted as pipelines/fit.py does (b = Σ v b, M_2 = b² + Σ v Var)."""
+    operators, queries = {}, {}
+    for q, r in rates.items():
+        v, b, var = 1.0, 0.0, 0.0
+        for suffix, (mean, scv, sel) in WINDOW_OPS.items():
+            op = f"{q}_{suffix}"
+            operators[op] = OperatorModel(
+                operator=op, query=q, arrival_rate_mean=r * v, arrival_rate_p95=r * v,
+                arrival_rate_max=r * v, service_mean_s=mean, service_m2_s2=(1 + scv) * mean**2,
+                service_scv=scv, selectivity=sel, utilisation=r * v * mean,
+                calibration="direct", samples=10)
+            b, var, v = b + v * mean, var + v * scv * mean**2, v * sel
+        queries[q] = QueryModel(query=q, arrival_rate_mean=r, arrival_rate_p95=r,
+                                arrival_rate_max=r, service_mean_s=b, service_m2_s2=b * b + var,
+                                events=int(r * 600))
+    placement = {op: list(e) for op, e in config.deployment.items()}
+    return FittedModel(
+        model_id="m", app=config.app, window_start="2026-01-01T00:00:00Z",
+        window_end="2026-01-01T01:00:00Z", operators=operators, queries=queries,
+        deployment=Deployment(placement=placement, nodes={"vm-1": NodeState(type="small")}),
+    )
+
+
+def with_params(config: AppConfig, **params: object) -> AppConfig:
+    return config.model_copy(update={"method": MethodSpec(name="binpack", params=params)})
+
+
+def test_binpack_uses_the_configured_rt_model(demo_config: AppConfig) -> None:
+    rates = {"spoon": 900.0, "knife": 700.0, "fork": 500.0}
+    fit = windowed_fit(demo_config, rates)
+    seed = plan_binpack(fit, demo_config)
+    same = plan_binpack(fit, with_params(demo_config, rt_model="mg1_single_server"))
+    assert (same.placement, same.nodes) == (seed.placement, seed.nodes)
+    assert same.predicted.response_time_ms == pytest.approx(seed.predicted.response_time_ms)
+    qna = plan_binpack(fit, with_params(demo_config, rt_model="qna_decomposition"))
+    # Independent P-K per node with the exact per-event second moment E[(S1 + B·(S2+S3))²].
+    (m1, c1, p), (m2, c2, _), (m3, c3, _) = WINDOW_OPS.values()
+    b = m1 + p * (m2 + m3)
+    tail2 = (1 + c2) * m2**2 + 2 * m2 * m3 + (1 + c3) * m3**2
+    second = (1 + c1) * m1**2 + 2 * m1 * p * (m2 + m3) + p * tail2
+    for node in qna.predicted.node_utilisation:
+        hosted = [q for q in rates if qna.placement[f"{q}_window"][0].node == node]
+        rho = sum(rates[q] * b for q in hosted)
+        wq = sum(rates[q] * second for q in hosted) / (2 * (1 - rho))
+        for q in hosted:
+            assert qna.predicted.response_time_ms[q] == pytest.approx(1000 * (b + wq))
+    # The seed's M_2 misses the window mixture: it keeps all three EPNs on one node, where
+    # the exact moments put them above HW (1.2 × 2 ms); the QNA-configured plan spreads them.
+    lam = sum(rates.values())
+    exact_one_node = b + lam * second / (2 * (1 - lam * b))
+    assert len({e[0].node for e in seed.placement.values()}) == 1
+    assert 1000 * exact_one_node > 1.2 * 2.0 >= max(seed.predicted.response_time_ms.values())
+    assert len({e[0].node for e in qna.placement.values()}) > 1
+    with pytest.raises(ValueError, match=r"method\.params\.rt_model.*'nope'"):
+        plan_binpack(fit, with_params(demo_config, rt_model="nope"))

@@ -28,3 +28,8 @@ class ResponseTimeModel(Protocol):
     def predict(self, scenario: Scenario) -> RtPrediction:
         """Predict the mean response time of every query of ``scenario``."""
         ...
+
+    def job_moments(self, scenario: Scenario, query: str) -> tuple[float, float]:
+        """Mean (s) and second moment (s²) of the work one input event of ``query`` brings
+        when all its operators share one node (seed 000's EPN on one M/G/1 node)."""
+        ...

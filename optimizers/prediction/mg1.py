@@ -48,3 +48,8 @@ class Mg1SingleServer:
                     rho = node_load(classes)
                     unstable[q] = f"single-server load on {node!r} is rho={rho:.4g} >= 1"
         return RtPrediction(self.name, rt, unstable)
+
+    def job_moments(self, scenario: Scenario, query: str) -> tuple[float, float]:
+        """``b_i`` and ``M_2,i = b_i² + Σ v_k Var_k`` (digest 000 §9)."""
+        load = next(c for cs in epn_loads(scenario).values() for c in cs if c.name == query)
+        return load.service_mean_s, load.service_m2_s2

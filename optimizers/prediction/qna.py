@@ -134,3 +134,20 @@ class QnaDecomposition:
                 continue
             rt[q] = 1000.0 * sum(o.prob * _critical_path_s(o, states) for o in outs)
         return RtPrediction(self.name, rt, unstable)
+
+    def job_moments(self, scenario: Scenario, query: str) -> tuple[float, float]:
+        """Exact moments of the per-event work on one node (a random sum over the event's
+        outcomes, :mod:`jobs`); 0 for an event that brings no job.
+
+        Raises
+        ------
+        ScenarioError
+            When the query's operators are on more than one node.
+        """
+        nodes = {n for o in scenario.ops if o.query == query for n in o.nodes}
+        if len(nodes) != 1:
+            raise ScenarioError(f"query[{query}]: job moments need one node, got {sorted(nodes)}")
+        outs = outcomes(scenario, query)
+        mean = sum(o.prob * j.mean_s for o in outs for j in o.jobs)
+        m2 = sum(o.prob * (j.var_s2 + j.mean_s**2) for o in outs for j in o.jobs)
+        return mean, m2
