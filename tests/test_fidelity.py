@@ -228,3 +228,9 @@ def test_binpack_uses_the_configured_rt_model(demo_config: AppConfig) -> None:
     assert len({e[0].node for e in qna.placement.values()}) > 1
     with pytest.raises(ValueError, match=r"method\.params\.rt_model.*'nope'"):
         plan_binpack(fit, with_params(demo_config, rt_model="nope"))
+
+
+def test_idle_query_predicts_its_bare_service_time() -> None:
+    s = tandem(0.0, [(2.0, 1.0, 0.5), (3.0, 0.0, 1.0)])
+    for model in (QNA, MG1):
+        assert model.predict(s).rt_ms["q"] == pytest.approx(2.0 + 0.5 * 3.0)

@@ -71,7 +71,8 @@ def node_states(scenario: Scenario, events: dict[str, list[Outcome]]) -> dict[st
     try:
         order = list(TopologicalSorter(graph).static_order())
     except CycleError as exc:
-        raise ScenarioError(f"scenario[{scenario.name}]: job flows form a cycle {exc.args[1]}")
+        cycle = exc.args[1]
+        raise ScenarioError(f"scenario[{scenario.name}]: job flows form a cycle {cycle}") from exc
     class_rate: dict[tuple[str, str], float] = defaultdict(float)
     for (q, node, _), r in rate.items():
         class_rate[(q, node)] += r
@@ -79,7 +80,8 @@ def node_states(scenario: Scenario, events: dict[str, list[Outcome]]) -> dict[st
     for node in order:
         mine = {s: r for s, r in rate.items() if s[1] == node and r > 0}
         lam = sum(mine.values())
-        if lam <= 0:
+        if lam <= 0:  # only idle queries pass here: no wait
+            states[node] = NodeState(0.0, 0.0, 1.0, 1.0, 0.0, 0.0)
             continue
         b = m1[node] / lam
         cs2 = max(m2[node] / lam / b**2 - 1.0, 0.0)
