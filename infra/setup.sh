@@ -36,4 +36,5 @@ for artifact in "${DELTA_ARTIFACTS[@]}"; do
             -Dmdep.overWriteIfNewer=true >/dev/null
     fi
 done
+bash infra/flink/build.sh  # the Flink load job jar in .cache/flink (issue 11)
 echo "[setup] ready: venv $VENV, Delta jars in $JARS"
