@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV := .venv/bin
 
-.PHONY: help setup demo test bench lock
+.PHONY: help setup demo test bench airflow lock
 help: ## list targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -17,6 +17,9 @@ test: setup ## run the whole test suite (what .ci/run calls)
 
 bench: setup ## run the benchmarks; figures go to benchmarks/results/*.json
 	@$(VENV)/python -m pytest -m bench benchmarks $(PYTEST_ARGS)
+
+airflow: setup ## run Airflow locally (api-server, scheduler, dag-processor) on 127.0.0.1:8080
+	@$(VENV)/python infra/airflow/local.py up
 
 lock: ## regenerate infra/requirements.lock from the current .venv
 	@$(VENV)/pip freeze --exclude-editable | grep -v '^streamplan' > infra/requirements.lock

@@ -33,7 +33,7 @@ def _deployment_now(settings: Settings, config: AppConfig) -> tuple[dict, dict]:
 
 def cmd_simulate(settings: Settings, config: AppConfig, args, interval: Interval) -> int:
     stages.set_workload_epoch(settings, config, interval.start)
-    offset = (interval.start - stages._workload_epoch(settings, config)).total_seconds()
+    offset = (interval.start - stages.workload_epoch(settings, config)).total_seconds()
     placement, types = _deployment_now(settings, config)
     path = stages.simulate_telemetry(settings, config, placement, types, interval, offset)
     console.print(f"landed {path}")

@@ -159,11 +159,16 @@ def model_path(settings: Settings, model_id: str) -> Path:
     return settings.home / "models" / f"{model_id}.json"
 
 
-def run_fit(spark, settings: Settings, config: AppConfig, interval: Interval) -> FittedModel:
-    """Silver (interval) → fitted model in gold and as JSON for the optimizers."""
+def run_fit(
+    spark, settings: Settings, config: AppConfig, interval: Interval, model_suffix: str = ""
+) -> FittedModel:
+    """Silver (interval) → fitted model in gold and as JSON for the optimizers; the model id
+    gets ``model_suffix`` (e.g. ``-24h`` for the nightly long-window refit)."""
     from pipelines.fit import fit_model, write_gold
 
     model = fit_model(spark, settings.lake, config, interval.start, interval.end)
+    if model_suffix:
+        model = model.model_copy(update={"model_id": f"{model.model_id}{model_suffix}"})
     gold = write_gold(spark, settings.lake, model)
     model = model.model_copy(update={"delta_versions": {**model.delta_versions, **gold}})
     atomic_write(model_path(settings, model.model_id), model.model_dump_json(indent=2))
@@ -226,21 +231,32 @@ def run_measure(
 ) -> dict[str, float]:
     """Measure ``plan`` over ``interval`` (the one after it was made): telemetry that arrived
     (simulated under the plan when ``config.simulation`` is set), ingested like any other,
-    measured RT per query logged to the plan's MLflow run with a predicted-vs-measured plot."""
+    then :func:`measure_plan`."""
+    if config.simulation is not None:
+        placement = {op: [(e.node, e.replicas) for e in es] for op, es in plan.placement.items()}
+        types = {**{n.name: n.type for n in config.nodes}, **plan.node_types}
+        offset = (interval.start - workload_epoch(settings, config)).total_seconds()
+        simulate_telemetry(settings, config, placement, types, interval, offset)
+    run_ingest(spark, settings, config, interval)
+    run_validate(spark, settings, config, interval)
+    return measure_plan(spark, settings, config, plan, interval)
+
+
+def measure_plan(
+    spark, settings: Settings, config: AppConfig, plan: Plan, interval: Interval
+) -> dict[str, float]:
+    """Measured RT per query of ``plan`` from the silver telemetry of ``interval``: into gold
+    ``plans_measured`` and the plan's MLflow run with a predicted-vs-measured plot. Empty
+    (nothing recorded) when the interval has no query telemetry."""
     from pipelines.measure import measured_response_times, record_measurement
     from streamplan.plots import predicted_vs_measured
     from streamplan.tracking import log_measurement
 
-    if config.simulation is not None:
-        placement = {op: [(e.node, e.replicas) for e in es] for op, es in plan.placement.items()}
-        types = {**{n.name: n.type for n in config.nodes}, **plan.node_types}
-        offset = (interval.start - _workload_epoch(settings, config)).total_seconds()
-        simulate_telemetry(settings, config, placement, types, interval, offset)
-    run_ingest(spark, settings, config, interval)
-    run_validate(spark, settings, config, interval)
     measured = measured_response_times(
         spark, settings.lake, config.app, interval.start, interval.end
     )
+    if not measured:
+        return {}
     predicted = plan.predicted.response_time_ms
     record_measurement(spark, settings.lake, plan.plan_id, config.app, measured, predicted,
                        interval.end)
@@ -256,7 +272,7 @@ def run_measure(
     return measured
 
 
-def _workload_epoch(settings: Settings, config: AppConfig) -> datetime:
+def workload_epoch(settings: Settings, config: AppConfig) -> datetime:
     """Start of the simulated workload timeline (first simulated interval of the app)."""
     marker = settings.home / "simulation" / f"{config.app}.json"
     return datetime.fromisoformat(json.loads(marker.read_text())["epoch"])
