@@ -10,6 +10,7 @@ from collections.abc import Callable
 from optimizers.binpack import plan_binpack
 from optimizers.binpack_milp import plan_binpack_milp
 from optimizers.edrp import plan_edrp, plan_redrp
+from optimizers.flink_parallelism import plan_flink_parallelism
 from optimizers.shedding import plan_shedding
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
@@ -25,6 +26,7 @@ METHODS: dict[str, Method] = {
     "shedding": plan_shedding,
     "edrp": plan_edrp,
     "redrp": plan_redrp,
+    "flink-parallelism": plan_flink_parallelism,
 }
 
 

@@ -59,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     hist = sub.add_parser("history", help="plans of an app from MLflow, newest first")
     hist.add_argument("--config", default=str(DEMO_CONFIG))
     hist.add_argument("--limit", type=int, default=20)
+    apply = sub.add_parser("apply", help="render a plan as Flink parallelism overrides against a running job")
+    apply.add_argument("--config", default=str(DEMO_CONFIG))
+    apply.add_argument("--flink-url", default="http://127.0.0.1:8081", help="Flink REST API")
+    apply.add_argument("--job", help="job id (default: the one running job)")
+    apply.add_argument("--deployment-name", default="streamplan-job", help="FlinkDeployment name")
+    apply.add_argument("--dry-run", action="store_true", help="only print the change")
+    apply.add_argument("plan", nargs="?", help="plan id or file (default: the current plan)")
+    explain = sub.add_parser("explain", help="why each operator of a plan changed")
+    explain.add_argument("--config", default=str(DEMO_CONFIG))
+    explain.add_argument("plan", nargs="?", help="plan id or file (default: the current plan)")
     return parser
 
 
@@ -72,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     settings = load_settings(args.home)
     from streamplan import commands
+    from streamplan.flink import commands as flink_commands
 
-    handler = getattr(commands, f"cmd_{args.command}")
+    handler = getattr(commands, f"cmd_{args.command}", None) or getattr(
+        flink_commands, f"cmd_{args.command}"
+    )
     return handler(settings, config, args, _interval(args) if getattr(args, "end", None) else None)
 
 

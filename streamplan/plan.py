@@ -67,6 +67,9 @@ class Decision(_Model):
     predicted: Prediction
     solver: SolverStats
     violations: list[str] = Field(default_factory=list, description="soft constraints not met")
+    explanations: dict[str, list[str]] = Field(
+        default_factory=dict, description="operator -> why it changed or was held back"
+    )
 
     @property
     def feasible(self) -> bool:
