@@ -52,9 +52,23 @@ def operator_rate(model: FittedModel, op: OperatorModel) -> float:
 
 
 def plan_flink_parallelism(model: FittedModel, config: AppConfig) -> Decision:
-    """Parallelism per operator on the nodes it runs on now (see module docstring)."""
+    """Parallelism per operator on the nodes it runs on now (see module docstring); with
+    ``method.params.guardrails`` (and ``guard_state``) the guardrails filter it, at the
+    model's window end (``streamplan.guardrails``)."""
+    decision = propose_parallelism(model, config)
+    params = config.method.params
+    if "guardrails" not in params:
+        return decision
+    from streamplan.guardrails import guard_from_params, guard_decision
+
+    rules, state, now = guard_from_params(model, params)
+    return guard_decision(decision, model, config, state, now, rules)[0]
+
+
+def propose_parallelism(model: FittedModel, config: AppConfig) -> Decision:
+    """The method's own proposal, before any guardrail."""
     t0 = time.perf_counter()
-    params = {**DEFAULTS, **config.method.params}
+    params = {**DEFAULTS, **{k: v for k, v in config.method.params.items() if k in DEFAULTS}}
     target, cap = float(params["target_utilisation"]), int(params["max_parallelism"])
     if not 0 < target < 1:
         raise ValueError(f"method.params.target_utilisation must be in (0, 1), got {target}")

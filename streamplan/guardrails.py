@@ -91,6 +91,22 @@ def apply_guardrails(
     return Outcome(out, reasons, GuardState(now if changed else state.last_change_at, streak))
 
 
+def guard_from_params(model: FittedModel, params: dict) -> tuple[Guardrails, GuardState, datetime]:
+    """Rules from ``params["guardrails"]``, state from ``params["guard_state"]``
+    (``last_change_at`` ISO time or null, ``down_streak`` op -> count), and the model's
+    window end as the time of the decision."""
+    raw = params.get("guard_state") or {}
+    last = raw.get("last_change_at")
+    state = GuardState(datetime.fromisoformat(last) if last else None, dict(raw.get("down_streak", {})))
+    return Guardrails(**params["guardrails"]), state, datetime.fromisoformat(model.window_end)
+
+
+def state_params(state: GuardState) -> dict:
+    """``guard_state`` for the method's params (inverse of :func:`guard_from_params`)."""
+    last = state.last_change_at.isoformat() if state.last_change_at else None
+    return {"last_change_at": last, "down_streak": dict(state.down_streak)}
+
+
 def guard_decision(
     decision: Decision,
     model: FittedModel,

@@ -1,0 +1,63 @@
+"""One replan of a Flink job through the pipeline: collect → ingest → validate → fit →
+plan (with the guardrails' state) → publish, and the guardrails' next state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from optimizers.flink_parallelism import propose_parallelism
+from streamplan import stages
+from streamplan.config import AppConfig, MethodSpec
+from streamplan.flink.rest import FlinkRest, Problem, collect
+from streamplan.guardrails import GuardState, guard_decision, guard_from_params, state_params
+from streamplan.plan import Plan
+from streamplan.publish import PublishResult
+from streamplan.settings import Settings
+
+
+@dataclass(frozen=True)
+class Replan:
+    """What one replan did."""
+
+    interval: stages.Interval
+    problems: list[Problem]
+    quarantined: int
+    plan: Plan
+    published: PublishResult
+    state: GuardState
+
+
+def node_info(config: AppConfig) -> dict[str, dict[str, Any]]:
+    """The config's nodes in order, as deployment-record entries."""
+    return {
+        n.name: {"type": n.type, "leased_at": None, "billing_unit_s": config.node_type(n.name).billing_unit_s}
+        for n in config.nodes
+    }
+
+
+def replan(spark, settings: Settings, config: AppConfig, rest: FlinkRest, job_id: str,
+           state: GuardState, windows: int = 2) -> Replan:
+    """Collect ``windows`` telemetry windows of ``config.window_s`` from the job, run them
+    through the pipeline and publish the guarded plan (a plan breaking a hard goal is not
+    published; the previous one stays current)."""
+    start = datetime.now(UTC) - timedelta(seconds=1)
+    ops = [o.name for o in config.operators]
+    landing = stages.landing_dir(settings, config.app)
+    problems: list[Problem] = []
+    for _ in range(windows):
+        problems += collect(rest, config.app, ops, node_info(config), config.window_s, landing, job_id)[1]
+    interval = stages.Interval(start, datetime.now(UTC) + timedelta(seconds=1))
+    stages.run_ingest(spark, settings, config, interval)
+    report = stages.run_validate(spark, settings, config, interval)
+    model = stages.run_fit(spark, settings, config, interval)
+    params = {**config.method.params, "guard_state": state_params(state)}
+    guarded = config.model_copy(update={"method": MethodSpec(name=config.method.name, params=params)})
+    plan = stages.run_plan(settings, guarded, model, interval)
+    published = stages.run_publish(settings, plan)
+    rules, _, now = guard_from_params(model, params)
+    new_state = guard_decision(propose_parallelism(model, config), model, config, state, now, rules)[1]
+    if not published.became_current:  # nothing changed: only the recommendation counts
+        new_state = GuardState(state.last_change_at, new_state.down_streak)
+    return Replan(interval, problems, report.quarantined, plan, published, new_state)
