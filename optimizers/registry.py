@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from optimizers.binpack import plan_binpack
 from optimizers.binpack_milp import plan_binpack_milp
+from optimizers.btu import plan_btu, plan_btu_threshold
 from optimizers.edrp import plan_edrp, plan_redrp
 from optimizers.flink_parallelism import plan_flink_parallelism
 from optimizers.shedding import plan_shedding
@@ -27,6 +28,8 @@ METHODS: dict[str, Method] = {
     "edrp": plan_edrp,
     "redrp": plan_redrp,
     "flink-parallelism": plan_flink_parallelism,
+    "btu": plan_btu,
+    "btu-threshold": plan_btu_threshold,
 }
 
 
