@@ -35,9 +35,9 @@ def erlang_c(c: int, offered: float) -> float:
 
 
 def response_time_s(rate: float, service_s: float, scv: float, c: int) -> float:
-    """Mean sojourn of M/G/c: Allen–Cunneen approximation W_q ≈ C(c, a)·S/(c − a)·(1 + c_s²)/2
-    (Allen, Probability, Statistics and Queueing Theory, 2nd ed. 1990, §6.3) plus S;
-    ``inf`` at or above capacity. Exact for M/M/c (c_s² = 1)."""
+    """Mean sojourn of M/G/c: the Allen–Cunneen approximation
+    W_q ≈ C(c, a)·S/(c − a)·(1 + c_s²)/2 (Allen, Probability, Statistics and Queueing Theory,
+    2nd ed. 1990, §6.3) plus S; ``inf`` at or above capacity. Exact for M/M/c (c_s² = 1)."""
     a = rate * service_s
     if a >= c:
         return math.inf
@@ -65,6 +65,29 @@ def plan_flink_parallelism(model: FittedModel, config: AppConfig) -> Decision:
     return guard_decision(decision, model, config, state, now, rules)[0]
 
 
+def current_parallelism(model: FittedModel) -> dict[str, int]:
+    """Operator -> subtasks in the deployment in force (0 if not deployed)."""
+    return {op: sum(r for _, r in model.deployment.placement.get(op, [])) for op in model.operators}
+
+
+def predict(
+    model: FittedModel, config: AppConfig, par: dict[str, int]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per query the predicted response time (ms, sum over its operators of the M/G/c
+    sojourn) and per operator the utilisation λS/c, at parallelism ``par``."""
+    ops = model.operators
+    util = {o: operator_rate(model, ops[o]) * ops[o].service_mean_s / par[o] for o in par}
+    rt = {
+        q.name: 1000 * sum(
+            response_time_s(operator_rate(model, ops[o]), ops[o].service_mean_s,
+                            ops[o].service_scv, par[o])
+            for o in config.query_operators(q.name) if o in par
+        )
+        for q in config.queries
+    }
+    return rt, util
+
+
 def propose_parallelism(model: FittedModel, config: AppConfig) -> Decision:
     """The method's own proposal, before any guardrail."""
     t0 = time.perf_counter()
@@ -72,52 +95,54 @@ def propose_parallelism(model: FittedModel, config: AppConfig) -> Decision:
     target, cap = float(params["target_utilisation"]), int(params["max_parallelism"])
     if not 0 < target < 1:
         raise ValueError(f"method.params.target_utilisation must be in (0, 1), got {target}")
-    ops = {name: op for name, op in model.operators.items()}
-    rate = {name: operator_rate(model, op) for name, op in ops.items()}
-    load = {name: rate[name] * op.service_mean_s for name, op in ops.items()}
-    current = {name: sum(r for _, r in model.deployment.placement.get(name, [])) or 1 for name in ops}
+    ops = model.operators
+    load = {name: operator_rate(model, op) * op.service_mean_s for name, op in ops.items()}
+    current = {name: c or 1 for name, c in current_parallelism(model).items()}
     par = {name: min(cap, max(1, math.ceil(load[name] / target - 1e-9))) for name in ops}
     why: dict[str, list[str]] = {name: [] for name in ops}
     for name, op in ops.items():
-        rho = load[name] / current[name]
         if par[name] > current[name]:
-            why[name].append(f"utilisation {rho:.2f} per subtask at parallelism {current[name]} is above the target {target:g}")
+            why[name].append(f"utilisation {load[name] / current[name]:.2f} per subtask at "
+                             f"parallelism {current[name]} is above the target {target:g}")
         elif par[name] < current[name]:
-            why[name].append(f"utilisation would be {load[name] / par[name]:.2f} at parallelism {par[name]}, within the target {target:g}")
+            why[name].append(f"utilisation would be {load[name] / par[name]:.2f} at parallelism "
+                             f"{par[name]}, within the target {target:g}")
         if op.utilisation >= params["saturation"]:
-            why[name].append(f"saturated (measured busy {op.utilisation:.2f}): arrival rate {rate[name]:.1f}/s is a lower bound")
-
-    def rt_ms(query: str) -> float:
-        return 1000 * sum(
-            response_time_s(rate[o], ops[o].service_mean_s, ops[o].service_scv, par[o])
-            for o in config.query_operators(query) if o in ops
-        )
-
+            why[name].append(f"saturated (measured busy {op.utilisation:.2f}): arrival rate "
+                             f"{operator_rate(model, op):.1f}/s is a lower bound")
     violations = []
     for q in config.queries:
-        while rt_ms(q.name) > q.target_rt_ms:
-            gains = {o: rt_ms(q.name) for o in config.query_operators(q.name) if o in ops and par[o] < cap}
-            if not gains:
-                violations.append(f"query {q.name}: predicted {rt_ms(q.name):.2f} ms > bound {q.target_rt_ms} ms at max parallelism {cap}")
+        while (rt := predict(model, config, par)[0][q.name]) > q.target_rt_ms:
+            candidates = [o for o in config.query_operators(q.name) if o in ops and par[o] < cap]
+            if not candidates:
+                violations.append(f"query {q.name}: predicted {rt:.2f} ms > bound "
+                                  f"{q.target_rt_ms} ms at max parallelism {cap}")
                 break
-            for o in gains:  # predicted RT with one more subtask at o
-                par[o] += 1
-                gains[o] = rt_ms(q.name)
-                par[o] -= 1
-            best = min(gains, key=lambda o: (gains[o], o))
+            def with_one_more(o: str) -> tuple[float, str]:
+                return predict(model, config, {**par, o: par[o] + 1})[0][q.name], o
+
+            best = min(candidates, key=with_one_more)
             par[best] += 1
-            why[best].append(f"one more subtask: query {q.name} predicted response time over its bound {q.target_rt_ms} ms")
-    node_of = {name: (model.deployment.placement.get(name) or [[config.nodes[0].name, 1]])[0][0] for name in ops}
+            why[best].append(f"one more subtask: query {q.name} predicted response time over "
+                             f"its bound {q.target_rt_ms} ms")
+    first = config.nodes[0].name
+    node_of = {name: (model.deployment.placement.get(name) or [(first, 1)])[0][0] for name in ops}
     nodes = sorted(set(node_of.values()))
-    cores = {n: config.node_type(n).cores if n in {x.name for x in config.nodes} else 1 for n in nodes}
+    known = {x.name for x in config.nodes}
+    cores = {n: config.node_type(n).cores if n in known else 1 for n in nodes}
+    rt, util = predict(model, config, par)
     return Decision(
-        placement={name: [Replicas(node=node_of[name], replicas=par[name])] for name in sorted(ops)},
+        placement={
+            name: [Replicas(node=node_of[name], replicas=par[name])] for name in sorted(ops)
+        },
         nodes={n: "keep" for n in nodes},
-        node_types={n: config.node_type(n).name for n in nodes if n in {x.name for x in config.nodes}},
+        node_types={n: config.node_type(n).name for n in nodes if n in known},
         predicted=Prediction(
-            response_time_ms={q.name: rt_ms(q.name) for q in config.queries},
-            node_utilisation={n: sum(load[o] for o in ops if node_of[o] == n) / cores[n] for n in nodes},
-            extra={f"utilisation.{o}": load[o] / par[o] for o in sorted(ops)},
+            response_time_ms=rt,
+            node_utilisation={
+                n: sum(load[o] for o in ops if node_of[o] == n) / cores[n] for n in nodes
+            },
+            extra={f"utilisation.{o}": u for o, u in sorted(util.items())},
         ),
         solver=SolverStats(
             name="flink-parallelism", status="heuristic", objective=float(sum(par.values())),

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimizers.flink_parallelism import operator_rate, response_time_s
+from optimizers.flink_parallelism import current_parallelism, predict
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
 from streamplan.plan import Decision, Replicas
@@ -64,7 +64,8 @@ def apply_guardrails(
     """Filter ``proposed`` (operator -> parallelism) against ``current`` under ``rules``."""
     if rules.min_parallelism > rules.max_parallelism:
         raise ValueError(
-            f"guardrails: min_parallelism {rules.min_parallelism} > max_parallelism {rules.max_parallelism}"
+            f"guardrails: min_parallelism {rules.min_parallelism} > "
+            f"max_parallelism {rules.max_parallelism}"
         )
     out, reasons, streak = {}, {}, dict(state.down_streak)
     since = None if state.last_change_at is None else (now - state.last_change_at).total_seconds()
@@ -72,17 +73,21 @@ def apply_guardrails(
         have, why = current.get(op, want), []
         p = min(max(want, rules.min_parallelism), rules.max_parallelism)
         if p != want:
-            why.append(f"clamped {want} -> {p} by min/max parallelism [{rules.min_parallelism}, {rules.max_parallelism}]")
+            why.append(f"clamped {want} -> {p} by min/max parallelism "
+                       f"[{rules.min_parallelism}, {rules.max_parallelism}]")
         streak[op] = streak.get(op, 0) + 1 if p < have else 0
         if p < have and streak[op] < rules.scale_down_after:
-            why.append(f"scale-down {have} -> {p} held: recommended {streak[op]} of {rules.scale_down_after} consecutive replans")
+            why.append(f"scale-down {have} -> {p} held: recommended {streak[op]} of "
+                       f"{rules.scale_down_after} consecutive replans")
             p = have
         if p != have and since is not None and since < rules.stabilisation_s:
-            why.append(f"change {have} -> {p} held: {since:.0f} s since the last change < stabilisation {rules.stabilisation_s:.0f} s")
+            why.append(f"change {have} -> {p} held: {since:.0f} s since the last change < "
+                       f"stabilisation {rules.stabilisation_s:.0f} s")
             p = have
         if abs(p - have) > rules.max_change:
             step = have + rules.max_change * (1 if p > have else -1)
-            why.append(f"change {have} -> {p} limited to {step} (max change {rules.max_change} per replan)")
+            why.append(f"change {have} -> {p} limited to {step} "
+                       f"(max change {rules.max_change} per replan)")
             p = step
         if p < have:
             streak[op] = 0
@@ -97,7 +102,8 @@ def guard_from_params(model: FittedModel, params: dict) -> tuple[Guardrails, Gua
     window end as the time of the decision."""
     raw = params.get("guard_state") or {}
     last = raw.get("last_change_at")
-    state = GuardState(datetime.fromisoformat(last) if last else None, dict(raw.get("down_streak", {})))
+    since = datetime.fromisoformat(last) if last else None
+    state = GuardState(since, dict(raw.get("down_streak", {})))
     return Guardrails(**params["guardrails"]), state, datetime.fromisoformat(model.window_end)
 
 
@@ -120,33 +126,27 @@ def guard_decision(
     explanations, and the hard goals checked: capacity (λS/c < 1 per operator) and each
     query's response-time bound. A decision that breaks one gets status ``infeasible`` so
     it is never published; the previous plan stays current."""
-    current = {op: sum(r for _, r in model.deployment.placement.get(op, [])) for op in decision.placement}
+    current = {o: c for o, c in current_parallelism(model).items() if c}
     proposed = {op: sum(r.replicas for r in reps) for op, reps in decision.placement.items()}
-    outcome = apply_guardrails(proposed, {o: c for o, c in current.items() if c}, state, now, rules)
+    outcome = apply_guardrails(proposed, current, state, now, rules)
     par = outcome.parallelism
-    ops = model.operators
-    rate = {o: operator_rate(model, ops[o]) for o in par}
-    rt = {
-        q.name: 1000 * sum(
-            response_time_s(rate[o], ops[o].service_mean_s, ops[o].service_scv, par[o])
-            for o in config.query_operators(q.name) if o in par
-        )
-        for q in config.queries
+    rt, util = predict(model, config, par)
+    broken = [f"capacity: {o} utilisation {u:.2f} >= 1 at parallelism {par[o]}"
+              for o, u in sorted(util.items()) if u >= 1]
+    broken += [f"response time: query {q.name} predicted {rt[q.name]:.2f} ms > bound "
+               f"{q.target_rt_ms} ms" for q in config.queries if rt[q.name] > q.target_rt_ms]
+    explanations = {
+        o: [*decision.explanations.get(o, []), *outcome.reasons.get(o, [])] for o in par
     }
-    broken = [f"capacity: {o} utilisation {rate[o] * ops[o].service_mean_s / par[o]:.2f} >= 1 at parallelism {par[o]}"
-              for o in sorted(par) if rate[o] * ops[o].service_mean_s >= par[o]]
-    broken += [f"response time: query {q.name} predicted {rt[q.name]:.2f} ms > bound {q.target_rt_ms} ms"
-               for q in config.queries if rt[q.name] > q.target_rt_ms]
-    explanations = {o: list(decision.explanations.get(o, [])) + outcome.reasons.get(o, []) for o in par}
     solver = decision.solver
     if broken:
-        solver = solver.model_copy(update={"status": "infeasible", "message": "hard goal broken: " + "; ".join(broken)})
+        message = "hard goal broken: " + "; ".join(broken)
+        solver = solver.model_copy(update={"status": "infeasible", "message": message})
+    extra = {**decision.predicted.extra, **{f"utilisation.{o}": u for o, u in util.items()}}
     guarded = decision.model_copy(update={
-        "placement": {o: [Replicas(node=reps[0].node, replicas=par[o])] for o, reps in decision.placement.items()},
-        "predicted": decision.predicted.model_copy(update={
-            "response_time_ms": rt,
-            "extra": {**decision.predicted.extra, **{f"utilisation.{o}": rate[o] * ops[o].service_mean_s / par[o] for o in par}},
-        }),
+        "placement": {o: [Replicas(node=reps[0].node, replicas=par[o])]
+                      for o, reps in decision.placement.items()},
+        "predicted": decision.predicted.model_copy(update={"response_time_ms": rt, "extra": extra}),
         "solver": solver,
         "explanations": {o: e for o, e in explanations.items() if e},
     })

@@ -34,8 +34,8 @@ def render_overrides(plan: Decision, running: Scrape) -> dict[str, int]:
     missing = sorted(set(plan.placement) - set(running.vertices))
     if missing:
         raise ActuationError(
-            f"plan operators {missing} are not vertices of job {running.job_name} ({running.job_id}); "
-            f"vertices: {sorted(running.vertices)}"
+            f"plan operators {missing} are not vertices of job {running.job_name} "
+            f"({running.job_id}); vertices: {sorted(running.vertices)}"
         )
     return {running.vertices[op][0]: p for op, p in target_parallelism(plan).items()}
 
@@ -80,7 +80,9 @@ def format_changes(found: list[Change]) -> str:
     """The dry-run text: one line per changed vertex, or that nothing changes."""
     if not found:
         return "no change: the running job already has the plan's parallelism"
-    return "\n".join(f"{c.operator} ({c.vertex_id}): parallelism {c.current} -> {c.target}" for c in found)
+    return "\n".join(
+        f"{c.operator} ({c.vertex_id}): parallelism {c.current} -> {c.target}" for c in found
+    )
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,9 @@ class JobSpec:
                 raise ValueError(f"JobSpec operator {name!r} is not one of {OPERATORS}")
         for vertex, p in {"parallelism": self.parallelism, **self.overrides}.items():
             if not 1 <= p <= self.slots:
-                raise ValueError(f"JobSpec parallelism of {vertex!r} must be in [1, {self.slots}], got {p}")
+                raise ValueError(
+                    f"JobSpec parallelism of {vertex!r} must be in [1, {self.slots}], got {p}"
+                )
 
     def arguments(self, port: int) -> list[str]:
         """Command-line arguments of ``streamplan.flink.LoadJob``."""
@@ -88,7 +90,8 @@ class FlinkJob:
     def start(self, timeout_s: float = 90.0) -> str:
         """Start the JVM and wait until all tasks run; returns the job id."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = ["java", f"-Xmx{self.heap_mb}m", "-jar", str(self.jar), *self.spec.arguments(self.port)]
+        cmd = ["java", f"-Xmx{self.heap_mb}m", "-jar", str(self.jar),
+               *self.spec.arguments(self.port)]
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True)
@@ -101,17 +104,22 @@ class FlinkJob:
         last = "no answer"
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
-                raise FlinkJobError(f"Flink job exited with {self._proc.returncode}; see {self.log_path}")
+                raise FlinkJobError(
+                    f"Flink job exited with {self._proc.returncode}; see {self.log_path}"
+                )
             try:
                 for job in self.rest.get("/jobs/overview")["jobs"]:
                     tasks = job["tasks"]
-                    last = f"job {job['jid']} {job['state']}, {tasks['running']}/{tasks['total']} tasks running"
+                    last = (f"job {job['jid']} {job['state']}, "
+                            f"{tasks['running']}/{tasks['total']} tasks running")
                     if job["state"] == "RUNNING" and tasks["running"] == tasks["total"]:
                         return job["jid"]
             except FlinkRestError as exc:
                 last = str(exc)
             time.sleep(0.25)
-        raise FlinkJobError(f"Flink job not RUNNING after {timeout_s:.0f} s ({last}); see {self.log_path}")
+        raise FlinkJobError(
+            f"Flink job not RUNNING after {timeout_s:.0f} s ({last}); see {self.log_path}"
+        )
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """SIGTERM the process group, SIGKILL it if it lingers."""

@@ -47,7 +47,8 @@ def cmd_apply(settings: Settings, config: AppConfig, args, interval) -> int:
     print(patch, end="")
     if not args.dry_run:
         out = settings.publish_dir / config.app / "flink"
-        atomic_write(out / f"{plan.plan_id}.conf", f"{OVERRIDES_KEY}: {overrides_value(overrides)}\n")
+        line = f"{OVERRIDES_KEY}: {overrides_value(overrides)}\n"
+        atomic_write(out / f"{plan.plan_id}.conf", line)
         atomic_write(out / f"{plan.plan_id}.yaml", patch)
         print(f"wrote {out}/{plan.plan_id}.conf and .yaml: restart the job with them "
               "(kubectl patch for the Flink Kubernetes operator)")

@@ -32,7 +32,8 @@ class Replan:
 def node_info(config: AppConfig) -> dict[str, dict[str, Any]]:
     """The config's nodes in order, as deployment-record entries."""
     return {
-        n.name: {"type": n.type, "leased_at": None, "billing_unit_s": config.node_type(n.name).billing_unit_s}
+        n.name: {"type": n.type, "leased_at": None,
+                 "billing_unit_s": config.node_type(n.name).billing_unit_s}
         for n in config.nodes
     }
 
@@ -47,17 +48,20 @@ def replan(spark, settings: Settings, config: AppConfig, rest: FlinkRest, job_id
     landing = stages.landing_dir(settings, config.app)
     problems: list[Problem] = []
     for _ in range(windows):
-        problems += collect(rest, config.app, ops, node_info(config), config.window_s, landing, job_id)[1]
+        problems += collect(rest, config.app, ops, node_info(config), config.window_s, landing,
+                            job_id)[1]
     interval = stages.Interval(start, datetime.now(UTC) + timedelta(seconds=1))
     stages.run_ingest(spark, settings, config, interval)
     report = stages.run_validate(spark, settings, config, interval)
     model = stages.run_fit(spark, settings, config, interval)
     params = {**config.method.params, "guard_state": state_params(state)}
-    guarded = config.model_copy(update={"method": MethodSpec(name=config.method.name, params=params)})
+    method = MethodSpec(name=config.method.name, params=params)
+    guarded = config.model_copy(update={"method": method})
     plan = stages.run_plan(settings, guarded, model, interval)
     published = stages.run_publish(settings, plan)
     rules, _, now = guard_from_params(model, params)
-    new_state = guard_decision(propose_parallelism(model, config), model, config, state, now, rules)[1]
+    proposal = propose_parallelism(model, config)
+    new_state = guard_decision(proposal, model, config, state, now, rules)[1]
     if not published.became_current:  # nothing changed: only the recommendation counts
         new_state = GuardState(state.last_change_at, new_state.down_streak)
     return Replan(interval, problems, report.quarantined, plan, published, new_state)

@@ -106,7 +106,9 @@ def scrape(rest: FlinkRest, job_id: str) -> Scrape:
     """Vertices, subtasks (task manager, counters, gauges) and task managers of a job."""
     job = rest.get(f"/jobs/{job_id}")
     if job.get("state") != "RUNNING":
-        raise JobNotRunningError(f"Flink job {job.get('name', '?')} ({job_id}) is {job.get('state')}")
+        raise JobNotRunningError(
+            f"Flink job {job.get('name', '?')} ({job_id}) is {job.get('state')}"
+        )
     at = datetime.now(UTC)
     wanted = COUNTERS + GAUGES
     vertices, subtasks = {}, {}
@@ -115,12 +117,14 @@ def scrape(rest: FlinkRest, job_id: str) -> Scrape:
         vertices[name] = (vid, p)
         detail = rest.get(f"/jobs/{job_id}/vertices/{vid}")
         ids = ",".join(f"{s['subtask']}.{m}" for s in detail["subtasks"] for m in wanted)
-        values = {m["id"]: m.get("value") for m in rest.get(f"/jobs/{job_id}/vertices/{vid}/metrics?get={ids}")}
+        answer = rest.get(f"/jobs/{job_id}/vertices/{vid}/metrics?get={ids}")
+        values = {m["id"]: m.get("value") for m in answer}
         for s in detail["subtasks"]:
             i = int(s["subtask"])
             metrics = {m: _number(values.get(f"{i}.{m}")) for m in wanted}
             subtasks[name, i] = Subtask(name, i, s.get("taskmanager-id", ""), metrics)
-    tms = tuple(tm["id"] for tm in sorted(rest.get("/taskmanagers")["taskmanagers"], key=lambda t: t["path"]))
+    listed = sorted(rest.get("/taskmanagers")["taskmanagers"], key=lambda t: t["path"])
+    tms = tuple(tm["id"] for tm in listed)
     return Scrape(job_id, job["name"], at, vertices, subtasks, tms)
 
 
@@ -171,7 +175,8 @@ def window_records(
             fields[field] = (round(value) if field != "busy_ms" else value) if ok else None
         node = nodes.get(sub.taskmanager)
         if node is None:
-            problems.append(Problem(job, vertex, index, "taskmanager-id", f"unknown task manager {sub.taskmanager!r}"))
+            problems.append(Problem(job, vertex, index, "taskmanager-id",
+                                    f"unknown task manager {sub.taskmanager!r}"))
         records.append({"kind": "operator", **head, "operator": vertex, "instance": index,
                         "node": node or sub.taskmanager, **fields})
     placement: dict[str, dict[str, int]] = {op: {} for op in operators if op in after.vertices}
@@ -181,7 +186,9 @@ def window_records(
             placement[vertex][node] = placement[vertex].get(node, 0) + 1
     records.append({
         "kind": "deployment", **head,
-        "placement": {op: [[n, c] for n, c in sorted(by_node.items())] for op, by_node in placement.items()},
+        "placement": {
+            op: [[n, c] for n, c in sorted(by_node.items())] for op, by_node in placement.items()
+        },
         "nodes": {n: node_info[n] for n in sorted(set(nodes.values())) if n in node_info},
     })
     return records, problems
