@@ -1,6 +1,6 @@
 """End to end on the real Flink job (Spark pipeline): a saturated operator at parallelism 1
-is scaled up through collect → ingest → validate → fit → plan → publish → apply, its busy
-time and the source's back-pressure fall and throughput meets the source rate; after the
+is scaled up through collect → ingest → validate → fit → plan → publish → apply, its
+busy time and the source's back-pressure fall and throughput meets the source rate; after the
 source rate halves, the scale-down waits for the guardrail's consecutive recommendations.
 
 Three Spark replans: about 12 minutes on two cores shared at load 12 (replans of 314 s and
@@ -37,7 +37,8 @@ def measure(job, config, tmp_path, window_s: float = 5.0) -> dict:
     by_op: dict[str, list[dict]] = {}
     for r in records:
         by_op.setdefault(r["operator"], []).append(r)
-    source = [s for (v, _), s in scrape(job.rest, job.job_id).subtasks.items() if v == "Source: source"]
+    subtasks = scrape(job.rest, job.job_id).subtasks
+    source = [s for (v, _), s in subtasks.items() if v == "Source: source"]
     return {"ops": by_op, "window_s": records[0]["window_s"],
             "source_backpressure": max(s.metrics["backPressuredTimeMsPerSecond"] for s in source)}
 
@@ -70,8 +71,10 @@ def test_scale_up_through_the_pipeline_then_delayed_scale_down(spark, settings, 
         assert after["source_backpressure"] < 150
         predicted = first.plan.predicted.extra["utilisation.parse"]
         with mlflow.start_run(run_id=first.plan.mlflow_run_id):
-            mlflow.log_metrics({"measured.utilisation.parse": busiest, "predicted.utilisation.parse": predicted,
-                                "measured.throughput": throughput, "measured.downtime_s": applied.downtime_s})
+            mlflow.log_metrics({
+                "measured.utilisation.parse": busiest, "predicted.utilisation.parse": predicted,
+                "measured.throughput": throughput, "measured.downtime_s": applied.downtime_s,
+            })
         # halve the load: the plan recommends fewer subtasks, the guardrail holds it once
         job.restart(JobSpec(**{**asdict(job.spec), "rate": RATE / 2}))
         time.sleep(4)

@@ -30,8 +30,9 @@ def model(rates: dict[str, float], service_s: dict[str, float], current: dict[st
     return FittedModel(
         model_id="m", app="flinkload", window_start="a", window_end="b", rate_statistic="mean",
         operators=ops,
-        queries={"load": QueryModel(query="load", arrival_rate_mean=1, arrival_rate_max=1, arrival_rate_p95=1,
-                                    service_mean_s=0.0, service_m2_s2=0.0, events=1)},
+        queries={"load": QueryModel(query="load", arrival_rate_mean=1, arrival_rate_max=1,
+                                    arrival_rate_p95=1, service_mean_s=0.0, service_m2_s2=0.0,
+                                    events=1)},
         deployment=Deployment(placement={op: [("tm-1", c)] for op, c in current.items()},
                               nodes={"tm-1": NodeState(type="minicluster")}),
     )
@@ -65,7 +66,8 @@ def test_parallelism_is_the_smallest_meeting_the_target_utilisation():
 def test_response_time_bound_adds_subtasks_until_met():
     query = CONFIG.queries[0].model_copy(update={"target_rt_ms": 7.0})
     config = CONFIG.model_copy(update={"queries": [query]})
-    rates, service = {"parse": 100.0, "enrich": 1.0, "aggregate": 1.0}, {"parse": 0.005, "enrich": 0.0001, "aggregate": 0.0001}
+    rates = {"parse": 100.0, "enrich": 1.0, "aggregate": 1.0}
+    service = {"parse": 0.005, "enrich": 0.0001, "aggregate": 0.0001}
     d = plan_flink_parallelism(model(rates, service, {o: 1 for o in rates}), config)
     c = d.placement["parse"][0].replicas
     assert 1000 * response_time_s(100.0, 0.005, 1.0, c) + 0.2 <= 7.0 + 1e-6
@@ -82,25 +84,32 @@ def test_scale_down_waits_for_n_consecutive_recommendations():
         assert f"recommended {i} of 3" in out.reasons["parse"][0]
         state = out.state
     out = apply_guardrails({"parse": 2}, {"parse": 4}, state, NOW + timedelta(minutes=3), rules)
-    assert out.parallelism == {"parse": 2} and out.state.last_change_at == NOW + timedelta(minutes=3)
+    assert out.parallelism == {"parse": 2}
+    assert out.state.last_change_at == NOW + timedelta(minutes=3)
     # an up recommendation in between resets the count
-    up = apply_guardrails({"parse": 5}, {"parse": 4}, GuardState(down_streak={"parse": 2}), NOW, rules)
+    streak = GuardState(down_streak={"parse": 2})
+    up = apply_guardrails({"parse": 5}, {"parse": 4}, streak, NOW, rules)
     assert up.state.down_streak["parse"] == 0
 
 
 def test_stabilisation_max_change_and_bounds():
     rules = Guardrails(stabilisation_s=300, max_change=2, min_parallelism=1, max_parallelism=6)
-    held = apply_guardrails({"parse": 5}, {"parse": 1}, GuardState(last_change_at=NOW), NOW + timedelta(seconds=60), rules)
+    changed = GuardState(last_change_at=NOW)
+    held = apply_guardrails({"parse": 5}, {"parse": 1}, changed, NOW + timedelta(seconds=60), rules)
     assert held.parallelism == {"parse": 1} and "stabilisation" in held.reasons["parse"][0]
-    later = apply_guardrails({"parse": 9}, {"parse": 1}, GuardState(last_change_at=NOW), NOW + timedelta(seconds=301), rules)
+    later = apply_guardrails({"parse": 9}, {"parse": 1}, changed, NOW + timedelta(seconds=301),
+                             rules)
     assert later.parallelism == {"parse": 3}
-    assert [r.split(" by")[0].split(" (")[0] for r in later.reasons["parse"]] == ["clamped 9 -> 6", "change 1 -> 6 limited to 3"]
+    assert [r.split(" by")[0].split(" (")[0] for r in later.reasons["parse"]] == [
+        "clamped 9 -> 6", "change 1 -> 6 limited to 3"]
     with pytest.raises(ValueError, match="min_parallelism 4 > max_parallelism 2"):
-        apply_guardrails({}, {}, GuardState(), NOW, Guardrails(min_parallelism=4, max_parallelism=2))
+        apply_guardrails({}, {}, GuardState(), NOW,
+                         Guardrails(min_parallelism=4, max_parallelism=2))
 
 
 def test_a_guarded_plan_that_breaks_capacity_is_infeasible_and_explained():
-    rates, service = {"parse": 333.0, "enrich": 10.0, "aggregate": 10.0}, {"parse": 0.005, "enrich": 0.001, "aggregate": 0.001}
+    rates = {"parse": 333.0, "enrich": 10.0, "aggregate": 10.0}
+    service = {"parse": 0.005, "enrich": 0.001, "aggregate": 0.001}
     m = model(rates, service, {"parse": 1, "enrich": 1, "aggregate": 1}, utilisation=0.99)
     d = plan_flink_parallelism(m, CONFIG)
     ok, _ = guard_decision(d, m, CONFIG, GuardState(), NOW, Guardrails(max_change=4))

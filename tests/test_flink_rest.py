@@ -29,7 +29,8 @@ class FakeFlink:
     def __init__(self, state: str = "RUNNING") -> None:
         self.state = state
         self.counts = 0
-        self.metrics = {"v1": {"busyTimeMsPerSecond": "500.0"}, "v2": {"busyTimeMsPerSecond": "NaN"}}
+        self.metrics = {"v1": {"busyTimeMsPerSecond": "500.0"},
+                        "v2": {"busyTimeMsPerSecond": "NaN"}}
 
     def answer(self, path: str, query: dict) -> object:
         vertices = [{"id": "v1", "name": "parse", "parallelism": 1},
@@ -39,11 +40,13 @@ class FakeFlink:
         if path == "/jobs/j1":
             return {"name": "load", "state": self.state, "vertices": vertices}
         if path == "/taskmanagers":
-            return {"taskmanagers": [{"id": "tm-uuid", "path": "pekko://flink/user/rpc/taskmanager_0"}]}
+            tm = {"id": "tm-uuid", "path": "pekko://flink/user/rpc/taskmanager_0"}
+            return {"taskmanagers": [tm]}
         vid = path.split("/")[4]
         if path.endswith("/metrics"):
             self.counts += 100
-            values = {"numRecordsIn": self.counts, "numRecordsOut": self.counts, **self.metrics[vid]}
+            values = {"numRecordsIn": self.counts, "numRecordsOut": self.counts,
+                      **self.metrics[vid]}
             wanted = query["get"][0].split(",")
             return [{"id": w, "value": str(values[w.split(".", 1)[1]])} for w in wanted
                     if w.split(".", 1)[1] in values]
@@ -92,7 +95,8 @@ def test_nan_gauge_and_missing_vertex_are_reported_and_written_as_null(fake, tmp
                              tmp_path)
     text = [str(p) for p in problems]
     assert "job load (j1), vertex enrich[0], metric busy_ms: value nan" in text
-    assert "job load (j1), vertex aggregate, metric parallelism: vertex missing from the running job" in text
+    missing = "vertex aggregate, metric parallelism: vertex missing from the running job"
+    assert f"job load (j1), {missing}" in text
     assert len(problems) == 2
     records = [json.loads(line) for line in path.read_text().splitlines()]
     ops = {r["operator"]: r for r in records if r["kind"] == "operator"}
