@@ -29,6 +29,7 @@ class FakeFlink:
     def __init__(self, state: str = "RUNNING") -> None:
         self.state = state
         self.counts = 0
+        self.frozen = False
         self.metrics = {"v1": {"busyTimeMsPerSecond": "500.0"},
                         "v2": {"busyTimeMsPerSecond": "NaN"}}
 
@@ -44,7 +45,7 @@ class FakeFlink:
             return {"taskmanagers": [tm]}
         vid = path.split("/")[4]
         if path.endswith("/metrics"):
-            self.counts += 100
+            self.counts += 0 if self.frozen else 100
             values = {"numRecordsIn": self.counts, "numRecordsOut": self.counts,
                       **self.metrics[vid]}
             wanted = query["get"][0].split(",")
@@ -106,3 +107,17 @@ def test_nan_gauge_and_missing_vertex_are_reported_and_written_as_null(fake, tmp
     assert ops["parse"]["node"] == "tm-1"
     deployment = records[-1]
     assert deployment["placement"] == {"parse": [["tm-1", 1]], "enrich": [["tm-1", 1]]}
+
+
+def test_counters_that_do_not_move_are_a_stale_scrape_written_as_null(fake, tmp_path):
+    fake.frozen = True
+    path, problems = collect(fake.rest, "app", ["parse"], NODE, 0.1, tmp_path, stale_retries=1)
+    assert [str(p) for p in problems] == [
+        "job load (j1), vertex *, metric numRecordsIn/numRecordsOut: no counter moved between "
+        "the scrapes: metrics not refreshed",
+        "job load (j1), vertex parse[0], metric records_in: stale counters",
+        "job load (j1), vertex parse[0], metric records_out: stale counters",
+    ]
+    (parse,) = [json.loads(x) for x in path.read_text().splitlines() if '"operator"' in x]
+    assert parse["records_in"] is None and parse["records_out"] is None
+    assert parse["window_s"] > 1.0  # one retry a second later widened the window

@@ -157,6 +157,10 @@ def window_records(
     job = f"{after.job_name} ({after.job_id})"
     problems = [Problem(job, op, None, "parallelism", "vertex missing from the running job")
                 for op in operators if op not in after.vertices]
+    stale = not counters_moved(before, after)
+    if stale:
+        problems.append(Problem(job, "*", None, "numRecordsIn/numRecordsOut",
+                                "no counter moved between the scrapes: metrics not refreshed"))
     records = []
     for (vertex, index), sub in sorted(after.subtasks.items()):
         if vertex not in operators:
@@ -164,13 +168,18 @@ def window_records(
         prev = before.subtasks.get((vertex, index))
         values: dict[str, float] = {}
         for counter, field in zip(COUNTERS, ("records_in", "records_out")):
-            values[field] = sub.metrics[counter] - (prev.metrics[counter] if prev else math.nan)
+            earlier = prev.metrics[counter] if prev and not stale else math.nan
+            values[field] = sub.metrics[counter] - earlier
         values["busy_ms"] = sub.metrics["busyTimeMsPerSecond"] * window_s
         fields = {}
         for field, value in values.items():
             ok = math.isfinite(value) and value >= 0
             if not ok:
-                reason = "no earlier scrape of this subtask" if prev is None else f"value {value}"
+                reason = f"value {value}"
+                if prev is None:
+                    reason = "no earlier scrape of this subtask"
+                elif stale and field != "busy_ms":
+                    reason = "stale counters"
                 problems.append(Problem(job, vertex, index, field, reason))
             fields[field] = (round(value) if field != "busy_ms" else value) if ok else None
         node = nodes.get(sub.taskmanager)
@@ -194,6 +203,17 @@ def window_records(
     return records, problems
 
 
+def counters_moved(before: Scrape, after: Scrape) -> bool:
+    """Whether any record counter of the job changed between two scrapes (Flink's REST API
+    serves metrics fetched every ``metrics.fetcher.update-interval``; on a loaded machine a
+    fetch can be late)."""
+    return any(
+        sub.metrics[c] != before.subtasks[key].metrics[c]
+        for key, sub in after.subtasks.items() if key in before.subtasks
+        for c in COUNTERS
+    )
+
+
 def node_map(scrape_: Scrape, node_names: list[str]) -> dict[str, str]:
     """Task manager id -> node name: the i-th task manager (by its RPC path) is the i-th
     node of the config. A MiniCluster names its task managers with random ids."""
@@ -213,15 +233,22 @@ def collect(
     window_s: float,
     landing: Path,
     job_id: str | None = None,
+    stale_retries: int = 5,
 ) -> tuple[Path, list[Problem]]:
     """Scrape a running job twice ``window_s`` apart and write the window's records as NDJSON
     into ``landing`` (the app's landing directory); ``node_info`` lists the config's nodes in
-    order (see :func:`node_map`). Returns the file and the problems: records with bad values
-    are written too (with nulls), for validation to quarantine."""
+    order (see :func:`node_map`). When no counter moved (a late metric fetch) it scrapes
+    again up to ``stale_retries`` times a second apart. Returns the file and the problems:
+    records with bad values are written too (with nulls), for validation to quarantine."""
     job_id = job_id or running_job(rest)
     before = scrape(rest, job_id)
     time.sleep(window_s)
     after = scrape(rest, job_id)
+    for _ in range(stale_retries):  # a late metric fetch: wait for it, the window grows
+        if counters_moved(before, after):
+            break
+        time.sleep(1.0)
+        after = scrape(rest, job_id)
     nodes = node_map(after, list(node_info))
     records, problems = window_records(app, before, after, operators, nodes, node_info)
     stamp = after.at.strftime("%Y%m%dT%H%M%S%f")
