@@ -121,3 +121,15 @@ def test_counters_that_do_not_move_are_a_stale_scrape_written_as_null(fake, tmp_
     (parse,) = [json.loads(x) for x in path.read_text().splitlines() if '"operator"' in x]
     assert parse["records_in"] is None and parse["records_out"] is None
     assert parse["window_s"] > 1.0  # one retry a second later widened the window
+
+
+def test_busy_without_records_is_reported_and_written_as_null(fake, tmp_path):
+    fake.metrics["v1"] = {"busyTimeMsPerSecond": "1000.0", "numRecordsIn": 7, "numRecordsOut": 7}
+    path, problems = collect(fake.rest, "app", ["parse", "enrich"], NODE, 0.2, tmp_path)
+    reasons = [str(p) for p in problems if p.vertex == "parse"]
+    assert len(reasons) == 3 and "metric numRecordsIn: busy" in reasons[0]
+    assert reasons[0].endswith("ms with no records in")
+    ops = {r["operator"]: r for r in map(json.loads, path.read_text().splitlines())
+           if r["kind"] == "operator"}
+    assert ops["parse"]["records_in"] is None and ops["parse"]["busy_ms"] > 0
+    assert ops["enrich"]["records_in"] == 200

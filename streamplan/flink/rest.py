@@ -171,6 +171,11 @@ def window_records(
             earlier = prev.metrics[counter] if prev and not stale else math.nan
             values[field] = sub.metrics[counter] - earlier
         values["busy_ms"] = sub.metrics["busyTimeMsPerSecond"] * window_s
+        if values["records_in"] == 0 and values["busy_ms"] > 0.5 * window_s * 1000:
+            # seen in the first seconds of a job: busy gauge up, counters not yet reported
+            problems.append(Problem(job, vertex, index, "numRecordsIn",
+                                    f"busy {values['busy_ms']:.0f} ms with no records in"))
+            values["records_in"] = values["records_out"] = math.nan
         fields = {}
         for field, value in values.items():
             ok = math.isfinite(value) and value >= 0
