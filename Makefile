@@ -19,7 +19,7 @@ bench: setup ## run the benchmarks; figures go to benchmarks/results/*.json
 	@$(VENV)/python -m pytest -m bench benchmarks $(PYTEST_ARGS)
 
 airflow: setup ## run Airflow locally (api-server, scheduler, dag-processor) on 127.0.0.1:8080
-	@$(VENV)/python infra/airflow/local.py up
+	@$(VENV)/python -m infra.airflow.local up
 
 lock: ## regenerate infra/requirements.lock from the current .venv
 	@$(VENV)/pip freeze --exclude-editable | grep -v '^streamplan' > infra/requirements.lock

@@ -27,9 +27,37 @@ def experiment_name(app: str) -> str:
     return f"streamplan-{app}"
 
 
+class TrackingUnavailable(RuntimeError):
+    """The configured MLflow tracking server does not answer."""
+
+
+def check_server(uri: str, timeout_s: float = 10.0) -> None:
+    """For an ``http(s)`` tracking URI: raise :class:`TrackingUnavailable` naming the URI
+    unless its ``/health`` answers within ``timeout_s`` (MLflow's own client would retry for
+    minutes; the caller's retry policy, e.g. Airflow's, decides what happens next)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import httpx
+
+    try:
+        response = httpx.get(f"{uri.rstrip('/')}/health", timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise TrackingUnavailable(
+            f"MLflow tracking server {uri} (STREAMPLAN_MLFLOW_URI) is unreachable: {exc!r}; "
+            "nothing was logged or published"
+        ) from exc
+    if response.status_code != 200:
+        raise TrackingUnavailable(
+            f"MLflow tracking server {uri} is unhealthy: /health answered HTTP "
+            f"{response.status_code}; nothing was logged or published"
+        )
+
+
 def client(settings: Settings) -> MlflowClient:
-    """A client on the configured tracking store (SQLite under home by default)."""
+    """A client on the configured tracking store (SQLite under home by default); a server
+    URI is checked to answer first."""
     settings.home.mkdir(parents=True, exist_ok=True)
+    check_server(settings.tracking_uri)
     mlflow.set_tracking_uri(settings.tracking_uri)
     return MlflowClient(settings.tracking_uri)
 
@@ -143,8 +171,11 @@ def log_measurement(
     measured_ms: dict[str, float],
     predicted_ms: dict[str, float],
     plot: Path | None,
+    deviations: list[str] | None = None,
 ) -> dict[str, float]:
-    """Log measured RT per query and the error (predicted − measured) into the plan's run."""
+    """Log measured RT per query and the error (predicted − measured) into the plan's run;
+    ``deviations`` (one line per query measured above its prediction's tolerance) go into
+    the tag ``streamplan.deviation``."""
     metrics: dict[str, float] = {}
     for q, measured in measured_ms.items():
         metrics[f"measured_rt_ms.{q}"] = measured
@@ -155,6 +186,7 @@ def log_measurement(
     for k, v in metrics.items():
         c.log_metric(run_id, k, v)
     c.set_tag(run_id, "streamplan.measured", "true")
+    c.set_tag(run_id, "streamplan.deviation", "; ".join(deviations or []) or "none")
     if plot is not None:
         c.log_artifact(run_id, str(plot), "plots")
     return metrics

@@ -3,9 +3,9 @@ SQLite metadata, everything on 127.0.0.1, in its own AIRFLOW_HOME.
 
 Used by ``tests/test_airflow_scheduler.py`` and by hand::
 
-    .venv/bin/python infra/airflow/local.py up [--port 8080] [--home .airflow]
+    .venv/bin/python -m infra.airflow.local up [--port 8080] [--home .airflow]
     # prints the UI address and the admin password; Ctrl-C stops every component
-    .venv/bin/python infra/airflow/local.py env   # the environment it runs with, as exports
+    .venv/bin/python -m infra.airflow.local env   # the environment it runs with, as exports
 
 Settings (all through ``AIRFLOW__*`` environment variables, no airflow.cfg to edit):
 
@@ -30,8 +30,6 @@ import argparse
 import json
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -41,17 +39,12 @@ from typing import Any
 
 import httpx
 
+from infra.services import ServiceGroup, free_port, wait_http
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
 ADMIN = "admin"
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def airflow_env(
@@ -86,14 +79,12 @@ def airflow_env(
 
 
 @dataclass
-class LocalAirflow:
-    """A running local Airflow: its components, REST access and a clean stop."""
+class LocalAirflow(ServiceGroup):
+    """A running local Airflow: its components (a :class:`ServiceGroup`), REST access."""
 
-    home: Path
-    port: int
-    env: dict[str, str]
-    password: str
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    port: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    password: str = ""
     _token: str | None = None
 
     @property
@@ -119,23 +110,14 @@ class LocalAirflow:
 
     def wait_ready(self, timeout: float = 120) -> None:
         """Until the API answers (a component that died meanwhile fails fast)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                health = httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=5)
-                if health.status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise TimeoutError(f"Airflow API not ready on {self.base_url} after {timeout:.0f} s")
+        wait_http(f"{self.base_url}/api/v2/monitor/health", lambda r: r.status_code == 200,
+                  timeout, self.check_alive)
 
     def wait_dag(self, dag_id: str, timeout: float = 120) -> dict:
         """Until the dag-processor has parsed ``dag_id``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self._check_alive()
+            self.check_alive()
             try:
                 return self.api("GET", f"/dags/{dag_id}")
             except RuntimeError:
@@ -156,7 +138,7 @@ class LocalAirflow:
         deadline = time.monotonic() + timeout
         state = "unknown"
         while time.monotonic() < deadline:
-            self._check_alive()
+            self.check_alive()
             state = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"]
             if state in ("success", "failed"):
                 return state
@@ -174,79 +156,6 @@ class LocalAirflow:
                          "/xcomEntries/return_value", map_index=map_index, deserialize=True)
         value = entry["value"]
         return json.loads(value) if isinstance(value, str) else value
-
-    # --- processes -----------------------------------------------------------------------------
-    def _check_alive(self) -> None:
-        dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
-        if dead:
-            raise RuntimeError(f"Airflow components exited: {dead}; logs in {self.home}/*.log:\n"
-                               + self.log_tail())
-
-    def log_tail(self, lines: int = 30) -> str:
-        out = []
-        for name in self.procs:
-            path = self.home / f"{name}.log"
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()[-lines:]
-                out.append(f"--- {name}.log\n" + "\n".join(text))
-        return "\n".join(out)
-
-    def pids(self) -> dict[str, list[int]]:
-        """Live processes of each component's session (component, workers, tasks, JVMs)."""
-        return {name: session_pids(p.pid) for name, p in self.procs.items()}
-
-    def stop(self, timeout: float = 30) -> list[int]:
-        """SIGTERM each component's process group (the scheduler stops its executor's
-        workers), then SIGTERM whatever is left in the components' sessions (task processes
-        run in process groups of their own, Spark JVMs with them), SIGKILL after
-        ``timeout``. Returns the PIDs still alive afterwards (empty when all is gone)."""
-        sessions = [p.pid for p in self.procs.values()]
-        deadline = time.monotonic() + timeout
-        for pid in sessions:
-            _signal_group(pid, signal.SIGTERM)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=max(0.1, deadline - timeout / 2 - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for pid in (left for s in sessions for left in session_pids(s)):
-            _kill(pid, signal.SIGTERM)
-        while time.monotonic() < deadline and any(session_pids(s) for s in sessions):
-            time.sleep(0.5)
-        for pid in (left for s in sessions for left in session_pids(s)):
-            _kill(pid, signal.SIGKILL)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        time.sleep(0.5)
-        return [pid for s in sessions for pid in session_pids(s)]
-
-
-def session_pids(sid: int) -> list[int]:
-    """PIDs whose session id is ``sid`` (zombies excluded)."""
-    out = subprocess.run(["ps", "-eo", "pid=,sid=,stat="], capture_output=True, text=True).stdout
-    pids = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and int(parts[1]) == sid and not parts[2].startswith("Z"):
-            pids.append(int(parts[0]))
-    return pids
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def start(
@@ -276,12 +185,7 @@ def start(
     instance = LocalAirflow(home=home, port=port, env=env, password=password)
     try:
         for name in components:
-            log = open(home / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-            instance.procs[name] = subprocess.Popen(
-                [airflow, name], env=env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, cwd=home,
-            )
-            log.close()
+            instance.spawn(name, [airflow, name], env)
         instance.wait_ready(ready_timeout)
     except BaseException:
         instance.stop()
