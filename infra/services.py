@@ -130,3 +130,30 @@ class ServiceGroup:
                 pass
         time.sleep(0.5)
         return [pid for s in sessions for pid in session_pids(s)]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def interrupt_on_signals() -> None:
+    """Turn SIGINT and SIGTERM into KeyboardInterrupt, so an ``up`` command stops what it
+    started however it is ended (a background job inherits SIGINT as ignored). Call it
+    before starting anything."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def serve_until_interrupted(group: ServiceGroup, poll_s: float = 2.0) -> int:
+    """Keep ``group`` running until Ctrl-C or SIGTERM (see :func:`interrupt_on_signals`;
+    or until a component dies), then stop it all; the exit code of an ``up`` command."""
+    try:
+        while True:
+            group.check_alive()
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        left = group.stop()
+        print("stopped" + (f"; still alive: {left}" if left else ""))
+    return 0

@@ -450,14 +450,21 @@ class _Packer:
         )
 
 
-def plan_binpack(model: FittedModel, config: AppConfig) -> Decision:
-    """Seed 000's heuristic on the fitted model: one EPN per configured query."""
-    params = BinpackParams.from_method_params(config.method.params)
-    start = time.perf_counter()
+def planning_problem(model: FittedModel, config: AppConfig, params: BinpackParams):
+    """The EPN problem of the fitted model, with each EPN's moments from the response-time
+    model ``params.rt_model`` (seed 000's single server when None)."""
     problem = epn_problem(model, config)
     if params.rt_model is not None:
         loads, notes = loads_for_model(problem.loads, model, config, params.rt_model)
         problem = replace(problem, loads=loads, notes=[*problem.notes, *notes])
+    return problem
+
+
+def plan_binpack(model: FittedModel, config: AppConfig) -> Decision:
+    """Seed 000's heuristic on the fitted model: one EPN per configured query."""
+    params = BinpackParams.from_method_params(config.method.params)
+    start = time.perf_counter()
+    problem = planning_problem(model, config, params)
     res = binpack(
         problem.loads,
         problem.current,

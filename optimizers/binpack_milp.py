@@ -24,8 +24,9 @@ from optimizers.binpack import (
     check_instance,
     default_hire_name,
     is_viable,
+    planning_problem,
 )
-from optimizers.epn_plan import build_decision, epn_problem
+from optimizers.epn_plan import build_decision
 from optimizers.queueing import EpnLoad
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
@@ -348,7 +349,7 @@ def plan_binpack_milp(model: FittedModel, config: AppConfig) -> Decision:
     An infeasible instance yields an infeasible Decision with the reason, never an exception.
     """
     params = BinpackMilpParams.from_method_params(config.method.params)
-    problem = epn_problem(model, config)
+    problem = planning_problem(model, config, params)
     hire = problem.hire_type
     instance = dict(
         nodes=problem.nodes,

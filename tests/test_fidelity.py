@@ -8,6 +8,7 @@ import math
 import pytest
 
 from optimizers.binpack import plan_binpack
+from optimizers.binpack_milp import plan_binpack_milp
 from optimizers.prediction import MODELS, Op, Query, Scenario, ScenarioError, get_model
 from optimizers.prediction.catalogue import scenario_classes
 from optimizers.prediction.ciw_model import ciw_response_times
@@ -234,3 +235,22 @@ def test_idle_query_predicts_its_bare_service_time() -> None:
     s = tandem(0.0, [(2.0, 1.0, 0.5), (3.0, 0.0, 1.0)])
     for model in (QNA, MG1):
         assert model.predict(s).rt_ms["q"] == pytest.approx(2.0 + 0.5 * 3.0)
+
+
+def test_binpack_milp_uses_the_configured_rt_model(demo_config: AppConfig) -> None:
+    """The exact MILP reads the same ``rt_model``: with QNA moments it must spread the
+    windowed EPNs the seed's moments keep on one node, and agree with the heuristic."""
+    fit = windowed_fit(demo_config, {"spoon": 900.0, "knife": 700.0, "fork": 500.0})
+
+    def milp(**params: object):
+        config = demo_config.model_copy(
+            update={"method": MethodSpec(name="binpack-milp", params=params)})
+        return plan_binpack_milp(fit, config)
+
+    seed, qna = milp(), milp(rt_model="qna_decomposition")
+    assert seed.solver.status == qna.solver.status == "optimal"
+    assert len({e[0].node for e in seed.placement.values()}) == 1
+    assert len({e[0].node for e in qna.placement.values()}) > 1
+    heuristic = plan_binpack(fit, with_params(demo_config, rt_model="qna_decomposition"))
+    used = [n for n, action in heuristic.nodes.items() if action != "release"]
+    assert qna.solver.extra["nodes"] <= len(used), "the optimum never needs more nodes"

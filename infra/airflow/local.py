@@ -39,7 +39,13 @@ from typing import Any
 
 import httpx
 
-from infra.services import ServiceGroup, free_port, wait_http
+from infra.services import (
+    ServiceGroup,
+    free_port,
+    interrupt_on_signals,
+    serve_until_interrupted,
+    wait_http,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -200,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--dags", default=str(REPO_ROOT / "dags"), help="DAG folder")
     args = parser.parse_args(argv)
+    interrupt_on_signals()
     home = Path(args.home).resolve()
     if args.command == "env":
         for k, v in airflow_env(home, args.port, Path(args.dags)).items():
@@ -208,16 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     airflow = start(home, args.port, Path(args.dags))
     print(f"Airflow UI: {airflow.base_url}  (user {ADMIN}, password {airflow.password})")
     print(f"logs: {home}/*.log; DAGs from {args.dags}; Ctrl-C stops everything")
-    try:
-        while True:
-            airflow._check_alive()
-            time.sleep(2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        left = airflow.stop()
-        print("stopped" + (f"; still alive: {left}" if left else ""))
-    return 0
+    return serve_until_interrupted(airflow)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.services import ServiceGroup, free_port, wait_http
+from infra.services import (
+    ServiceGroup,
+    free_port,
+    interrupt_on_signals,
+    serve_until_interrupted,
+    wait_http,
+)
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -61,20 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend-store-uri", default=None)
     parser.add_argument("--artifacts-destination", default=None)
     args = parser.parse_args(argv)
+    interrupt_on_signals()
     server = start(Path(args.home), args.port, args.backend_store_uri,
                    args.artifacts_destination)
     print(f"MLflow server: {server.uri}   (Ctrl-C stops it)")
     print(f"use it: export STREAMPLAN_MLFLOW_URI={server.uri}")
-    try:
-        while True:
-            server.check_alive()
-            time.sleep(5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        left = server.stop()
-        print("stopped" if not left else f"processes left: {left}")
-    return 0
+    return serve_until_interrupted(server)
 
 
 if __name__ == "__main__":

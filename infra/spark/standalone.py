@@ -15,13 +15,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
 
-from infra.services import ServiceGroup, free_port, wait_http
+from infra.services import (
+    ServiceGroup,
+    free_port,
+    interrupt_on_signals,
+    serve_until_interrupted,
+    wait_http,
+)
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -99,19 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--memory", default="1g")
     args = parser.parse_args(argv)
+    interrupt_on_signals()
     cluster = start(Path(args.home), args.workers, args.cores, args.memory)
     print(f"master: {cluster.master_url}   UI: http://127.0.0.1:{cluster.ui_port}")
     print(f"use it: export STREAMPLAN_SPARK_MASTER={cluster.master_url}   (Ctrl-C stops it)")
-    try:
-        while True:
-            cluster.check_alive()
-            time.sleep(5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        left = cluster.stop()
-        print("stopped" if not left else f"processes left: {left}")
-    return 0
+    return serve_until_interrupted(cluster)
 
 
 if __name__ == "__main__":
