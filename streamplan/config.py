@@ -105,6 +105,10 @@ class FitSpec(_Strict):
         description="auto: per-record service sums if present, else busy time, else low-load "
         "calibration (seed 000: b = mean of rho/AR over windows where the EPN is alone)",
     )
+    deviation_tolerance: float = Field(
+        default=0.2, ge=0, allow_inf_nan=False,
+        description="measure flags a query measured above (1 + this) x its predicted RT",
+    )
 
 
 class AppConfig(_Strict):

@@ -7,6 +7,7 @@ small report. Re-running a stage for the same interval gives the same tables and
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from streamplan.fitted import FittedModel
 from streamplan.plan import Plan, PlanInputs
 from streamplan.publish import PublishResult, atomic_write, current_plan, publish
 from streamplan.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -246,8 +249,10 @@ def measure_plan(
     spark, settings: Settings, config: AppConfig, plan: Plan, interval: Interval
 ) -> dict[str, float]:
     """Measured RT per query of ``plan`` from the silver telemetry of ``interval``: into gold
-    ``plans_measured`` and the plan's MLflow run with a predicted-vs-measured plot. Empty
-    (nothing recorded) when the interval has no query telemetry."""
+    ``plans_measured`` and the plan's MLflow run with a predicted-vs-measured plot; queries
+    measured above ``(1 + fit.deviation_tolerance)`` × predicted are logged as warnings and
+    tagged on the run. Empty (nothing recorded) when the interval has no query telemetry."""
+    from optimizers.prediction.deviation import deviations
     from pipelines.measure import measured_response_times, record_measurement
     from streamplan.plots import predicted_vs_measured
     from streamplan.tracking import log_measurement
@@ -267,8 +272,12 @@ def measure_plan(
         f"{plan.plan_id}: predicted vs measured",
         settings.reports / f"predicted-vs-measured-{plan.plan_id}.png",
     )
+    late = [d.message() for d in deviations(predicted, measured,
+                                             config.fit.deviation_tolerance)]
+    for line in late:
+        log.warning("plan %s: %s", plan.plan_id, line)
     if plan.mlflow_run_id:
-        log_measurement(settings, plan.mlflow_run_id, measured, predicted, plot)
+        log_measurement(settings, plan.mlflow_run_id, measured, predicted, plot, late)
     return measured
 
 

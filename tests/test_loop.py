@@ -40,6 +40,7 @@ def test_demo_publishes_logs_and_measures(demo_home: Path) -> None:
         measured = run.data.metrics[f"measured_rt_ms.{q}"]
         # the model is exact for this world (run-to-completion M/G/1): within 15% over 10 min
         assert measured == pytest.approx(predicted, rel=0.15), q
+    assert run.data.tags["streamplan.deviation"] == "none", "no query beyond the 20% tolerance"
     arts = {a.path for a in MlflowClient(settings.tracking_uri).list_artifacts(run.info.run_id)}
     assert {"plan", "model", "plots", "validation"} <= arts
     mlflow.set_tracking_uri(settings.tracking_uri)
