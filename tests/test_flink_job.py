@@ -30,7 +30,8 @@ def job(tmp_path_factory):
 
 
 def test_collect_writes_contract_records_consistent_with_the_configured_costs(job, tmp_path):
-    path, problems = collect(job.rest, "flinkapp", OPS, NODE, 4.0, tmp_path, job.job_id)
+    path, problems = collect(job.rest, "flinkapp", OPS, NODE, 4.0, tmp_path, job.job_id,
+                             attempts=3)
     assert problems == []
     records = [json.loads(line) for line in path.read_text().splitlines()]
     ops = {r["operator"]: r for r in records if r["kind"] == "operator"}

@@ -31,7 +31,7 @@ GUARDRAILS = {"stabilisation_s": 0, "scale_down_after": 2, "max_change": 4, "max
 def measure(job, config, tmp_path, window_s: float = 5.0) -> dict:
     """One window's operator records (by operator) and the source's back-pressure."""
     path, problems = collect(job.rest, config.app, [o.name for o in config.operators],
-                             node_info(config), window_s, tmp_path, job.job_id)
+                             node_info(config), window_s, tmp_path, job.job_id, attempts=3)
     assert problems == []
     records = [json.loads(x) for x in path.read_text().splitlines() if '"operator"' in x]
     by_op: dict[str, list[dict]] = {}

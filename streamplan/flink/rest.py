@@ -239,13 +239,20 @@ def collect(
     landing: Path,
     job_id: str | None = None,
     stale_retries: int = 5,
+    attempts: int = 1,
 ) -> tuple[Path, list[Problem]]:
     """Scrape a running job twice ``window_s`` apart and write the window's records as NDJSON
     into ``landing`` (the app's landing directory); ``node_info`` lists the config's nodes in
     order (see :func:`node_map`). When no counter moved (a late metric fetch) it scrapes
     again up to ``stale_retries`` times a second apart. Returns the file and the problems:
-    records with bad values are written too (with nulls), for validation to quarantine."""
+    records with bad values are written too (with nulls), for validation to quarantine.
+    With ``attempts`` > 1 a window with problems is followed by another, up to that many."""
     job_id = job_id or running_job(rest)
+    for _ in range(attempts - 1):
+        path, problems = collect(rest, app, operators, node_info, window_s, landing, job_id,
+                                 stale_retries)
+        if not problems:
+            return path, problems
     before = scrape(rest, job_id)
     time.sleep(window_s)
     after = scrape(rest, job_id)
