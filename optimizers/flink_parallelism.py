@@ -14,24 +14,12 @@ from __future__ import annotations
 import math
 import time
 
+from optimizers.queueing import erlang_c
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel, OperatorModel
 from streamplan.plan import Decision, Prediction, Replicas, SolverStats
 
 DEFAULTS = {"target_utilisation": 0.7, "saturation": 0.9, "max_parallelism": 8}
-
-
-def erlang_c(c: int, offered: float) -> float:
-    """Probability of waiting in M/M/c with offered load a = λS < c (Erlang C formula;
-    Kleinrock, Queueing Systems vol. 1, 1975, eq. 3.40)."""
-    if offered >= c:
-        return 1.0
-    term, total = 1.0, 1.0
-    for k in range(1, c):
-        term *= offered / k
-        total += term
-    last = term * offered / c / (1 - offered / c)
-    return last / (total + last)
 
 
 def response_time_s(rate: float, service_s: float, scv: float, c: int) -> float:

@@ -255,3 +255,24 @@ def calibrate_low_load(
         sxy = sum((r - mean_r) * (u - mean_u) for r, u in zip(rates, utilisations, strict=True))
         return sxy / sxx
     raise ValueError(f"estimator must be 'mean_ratio' or 'regression', got {estimator!r}")
+
+
+def erlang_c(c: int, a: float) -> float:
+    """Probability of waiting in M/M/c with offered load ``a = λ/μ`` (1 if a ≥ c): Erlang B
+    by its stable recursion B_k = aB_{k-1}/(k + aB_{k-1}), then C = B/(1 − ρ(1 − B)), ρ = a/c
+    (Kleinrock, Queueing Systems vol. 1, 1975, eqs. 3.40 and 3.46).
+
+    >>> erlang_c(1, 0.5), round(erlang_c(2, 1.0), 6)
+    (0.5, 0.333333)
+    """
+    if c < 1:
+        raise ValueError(f"c must be >= 1, got {c}")
+    if a <= 0:
+        return 0.0
+    if a >= c:
+        return 1.0
+    b = 1.0
+    for k in range(1, c + 1):
+        b = a * b / (k + a * b)
+    rho = a / c
+    return b / (1 - rho * (1 - b))

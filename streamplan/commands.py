@@ -120,7 +120,8 @@ def cmd_history(settings: Settings, config: AppConfig, args, interval) -> int:
     return 0
 
 
-def _find_plan(settings: Settings, app: str, ref: str) -> Plan:
+def find_plan(settings: Settings, app: str, ref: str) -> Plan:
+    """A plan by path, by published plan id or by saved plan id."""
     candidates = [Path(ref), settings.publish_dir / app / "plans" / f"{ref}.json",
                   stages.plan_path(settings, app, ref)]
     for path in candidates:
@@ -133,7 +134,7 @@ def cmd_diff(settings: Settings, config: AppConfig, args, interval) -> int:
     from streamplan.plan_diff import diff_plans
     from streamplan.plots import predicted_vs_measured
 
-    a, b = (_find_plan(settings, config.app, ref) for ref in (args.plan_a, args.plan_b))
+    a, b = (find_plan(settings, config.app, ref) for ref in (args.plan_a, args.plan_b))
     d = diff_plans(a, b)
     table = Table(title=f"{a.plan_id} → {b.plan_id}")
     for col in ("what", "before", "after"):

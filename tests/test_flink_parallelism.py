@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from optimizers.flink_parallelism import erlang_c, plan_flink_parallelism, response_time_s
+from optimizers.flink_parallelism import plan_flink_parallelism, response_time_s
+from optimizers.queueing import erlang_c
 from streamplan.config import load_config
 from streamplan.fitted import Deployment, FittedModel, NodeState, OperatorModel, QueryModel
 from streamplan.guardrails import GuardState, Guardrails, apply_guardrails, guard_decision

@@ -20,23 +20,9 @@ from __future__ import annotations
 
 import math
 
+from optimizers.queueing import erlang_c
+
 __all__ = ["erlang_c", "mean_queue", "mean_wait", "sojourn_tail"]
-
-
-def erlang_c(c: int, a: float) -> float:
-    """Probability of waiting in M/M/c with offered load ``a = λ/μ`` (1 if a ≥ c)."""
-    if c < 1:
-        raise ValueError(f"c must be >= 1, got {c}")
-    if a <= 0:
-        return 0.0
-    if a >= c:
-        return 1.0
-    # Erlang B by the stable recursion, then C = B / (1 − ρ(1 − B))
-    b = 1.0
-    for k in range(1, c + 1):
-        b = a * b / (k + a * b)
-    rho = a / c
-    return b / (1 - rho * (1 - b))
 
 
 def mean_wait(c: int, lam: float, mu: float) -> float:

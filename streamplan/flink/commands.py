@@ -19,10 +19,10 @@ from streamplan.settings import Settings
 
 
 def _plan(settings: Settings, app: str, ref: str | None) -> Plan:
-    from streamplan.commands import _find_plan
+    from streamplan.commands import find_plan
 
     if ref:
-        return _find_plan(settings, app, ref)
+        return find_plan(settings, app, ref)
     plan = current_plan(settings.publish_dir, app)
     if plan is None:
         raise SystemExit(f"error: app {app!r} has no published plan")
