@@ -10,6 +10,13 @@ from collections.abc import Callable
 from optimizers.binpack import plan_binpack
 from optimizers.binpack_milp import plan_binpack_milp
 from optimizers.btu import plan_btu, plan_btu_threshold
+from optimizers.edgecloud.adapter import (
+    plan_edgecloud_milp,
+    plan_gag,
+    plan_gai,
+    plan_topset,
+    plan_topset_p,
+)
 from optimizers.edrp import plan_edrp, plan_redrp
 from optimizers.flink_parallelism import plan_flink_parallelism
 from optimizers.shedding import plan_shedding
@@ -28,6 +35,11 @@ METHODS: dict[str, Method] = {
     "edrp": plan_edrp,
     "redrp": plan_redrp,
     "flink-parallelism": plan_flink_parallelism,
+    "topset": plan_topset,
+    "topset-p": plan_topset_p,
+    "gai": plan_gai,
+    "gag": plan_gag,
+    "edgecloud-milp": plan_edgecloud_milp,
     "btu": plan_btu,
     "btu-threshold": plan_btu_threshold,
 }

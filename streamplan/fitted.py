@@ -57,6 +57,29 @@ class NodeModel(_Model):
     node: str
     cpu_util_mean: float = Field(ge=0)
     power_w_mean: float | None = None
+    interference_slope: float | None = Field(
+        default=None, ge=0,
+        description="parallelism overhead pi(m) = slope*(m-1) for m co-located operators "
+        "(seed 004); fitted from utilisation vs. co-located vertices",
+    )
+    idle_power_w: float | None = Field(
+        default=None, ge=0, description="kappa: power draw with nothing running (W)"
+    )
+    battery_wh: float | None = Field(
+        default=None, ge=0, description="battery energy left at the end of the window (Wh)"
+    )
+
+
+class PlacementCosts(_Model):
+    """Per-operator costs by node type for edge/cloud placement (seed 004); optional."""
+
+    service_mean_s_by_type: dict[str, float] = Field(
+        default_factory=dict, description="exclusive service time per node type (s/event)"
+    )
+    energy_j_per_event_by_type: dict[str, float] = Field(
+        default_factory=dict, description="extra energy per input event per node type (J)"
+    )
+    event_bytes: float | None = Field(default=None, ge=0, description="mean output event size")
 
 
 class LinkModel(_Model):
@@ -95,6 +118,9 @@ class FittedModel(_Model):
     queries: dict[str, QueryModel]
     nodes: dict[str, NodeModel] = Field(default_factory=dict)
     links: list[LinkModel] = Field(default_factory=list)
+    placement_costs: dict[str, PlacementCosts] = Field(
+        default_factory=dict, description="operator -> per-node-type costs (seed 004)"
+    )
     deployment: Deployment
     delta_versions: dict[str, int] = Field(default_factory=dict)
 
