@@ -16,7 +16,7 @@ from pathlib import Path
 
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
-from streamplan.plan import Plan, PlanInputs
+from streamplan.plan import Decision, Plan, PlanInputs, Prediction, SolverStats
 from streamplan.publish import PublishResult, atomic_write, current_plan, publish
 from streamplan.settings import Settings
 
@@ -194,7 +194,8 @@ def run_plan(
     from optimizers.registry import run_method
     from streamplan.tracking import log_plan
 
-    decision = run_method(model, config)
+    unfitted = sorted({o.name for o in config.operators} - set(model.operators))
+    decision = unplanned(unfitted) if unfitted else run_method(model, config)
     previous = current_plan(settings.publish_dir, config.app)
     plan = Plan.from_decision(
         decision,
@@ -217,6 +218,17 @@ def run_plan(
     plan = plan.model_copy(update={"mlflow_run_id": run_id})
     atomic_write(plan_path(settings, config.app, plan.plan_id), plan.to_json())
     return plan
+
+
+def unplanned(operators: list[str]) -> Decision:
+    """A plan that is not made (status ``error``, so never published) because the interval
+    has no valid telemetry for ``operators``: a plan without them would drop them."""
+    return Decision(
+        placement={}, nodes={}, predicted=Prediction(),
+        solver=SolverStats(name="fit", status="error", time_s=0.0,
+                           message=f"no valid telemetry for operators {operators} in the "
+                                   "interval (see the quarantine table); the current plan stays"),
+    )
 
 
 def run_publish(settings: Settings, plan: Plan) -> PublishResult:

@@ -486,6 +486,14 @@ def test_pipeline_publishes_a_feasible_plan_and_never_an_infeasible_one(app, set
     assert "empty battery" in failed.solver.message and "pi-1" in failed.solver.message
     assert not run_publish(settings, failed).became_current
     assert current_plan(settings.publish_dir, app.app).plan_id == plan.plan_id
+    # every row of one operator quarantined: no plan that would drop it, current.json unchanged
+    model = fitted(app)
+    gone = model.model_copy(update={"operators": {
+        k: v for k, v in model.operators.items() if k != "air_pattern"}})
+    blind = run_plan(settings, app, gone, later.next())
+    assert blind.solver.status == "error" and "['air_pattern']" in blind.solver.message
+    assert not run_publish(settings, blind).became_current
+    assert current_plan(settings.publish_dir, app.app).plan_id == plan.plan_id
 
 
 # --- bad input ----------------------------------------------------------------------------------

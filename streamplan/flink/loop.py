@@ -39,17 +39,22 @@ def node_info(config: AppConfig) -> dict[str, dict[str, Any]]:
 
 
 def replan(spark, settings: Settings, config: AppConfig, rest: FlinkRest, job_id: str,
-           state: GuardState, windows: int = 2) -> Replan:
-    """Collect ``windows`` telemetry windows of ``config.window_s`` from the job, run them
-    through the pipeline and publish the guarded plan (a plan breaking a hard goal is not
-    published; the previous one stays current)."""
+           state: GuardState, windows: int = 2, extra_windows: int = 2) -> Replan:
+    """Collect ``windows`` clean telemetry windows of ``config.window_s`` from the job (a
+    window with problems, such as a restarted job's first seconds, is landed for validation
+    to quarantine and followed by another, up to ``extra_windows`` more), run them through
+    the pipeline and publish the guarded plan (a plan that is not feasible, or lacks
+    telemetry for an operator, is not published; the previous one stays current)."""
     start = datetime.now(UTC) - timedelta(seconds=1)
     ops = [o.name for o in config.operators]
     landing = stages.landing_dir(settings, config.app)
     problems: list[Problem] = []
-    for _ in range(windows):
-        problems += collect(rest, config.app, ops, node_info(config), config.window_s, landing,
-                            job_id)[1]
+    clean, budget = 0, windows + extra_windows
+    while clean < windows and budget > 0:
+        found = collect(rest, config.app, ops, node_info(config), config.window_s, landing,
+                        job_id)[1]
+        problems += found
+        clean, budget = clean + (not found), budget - 1
     interval = stages.Interval(start, datetime.now(UTC) + timedelta(seconds=1))
     stages.run_ingest(spark, settings, config, interval)
     report = stages.run_validate(spark, settings, config, interval)
@@ -59,6 +64,8 @@ def replan(spark, settings: Settings, config: AppConfig, rest: FlinkRest, job_id
     guarded = config.model_copy(update={"method": method})
     plan = stages.run_plan(settings, guarded, model, interval)
     published = stages.run_publish(settings, plan)
+    if not plan.feasible:
+        return Replan(interval, problems, report.quarantined, plan, published, state)
     rules, _, now = guard_from_params(model, params)
     proposal = propose_parallelism(model, config)
     new_state = guard_decision(proposal, model, config, state, now, rules)[1]
