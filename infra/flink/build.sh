@@ -15,7 +15,7 @@ fi
 echo "[flink] building the load job with Maven (first time: ~2 min)"
 mkdir -p "$OUT"
 mvn -q -B package -DskipTests -Dmaven.repo.local="${MAVEN_REPO_LOCAL:-$HOME/.m2/repository}" \
-    >/dev/null
+    >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; echo "[flink] build failed"; exit 1; }
 cp target/streamplan-flink-job.jar "$JAR"
 echo "$want" > "$stamp"
 echo "[flink] job jar: $JAR"

@@ -12,7 +12,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from streamplan.flink.rest import FlinkRest, FlinkRestError
@@ -23,6 +23,7 @@ OPERATORS = ("parse", "enrich", "aggregate")
 OVERRIDES_KEY = "pipeline.jobvertex-parallelism-overrides"
 # The REST handlers serve metrics fetched at most this often (Flink's default is 10 s).
 DEFAULT_FLINK_CONF = {"metrics.fetcher.update-interval": "1s"}
+PROMETHEUS_FACTORY = "org.apache.flink.metrics.prometheus.LoopbackPrometheusReporterFactory"
 
 
 class FlinkJobError(RuntimeError):
@@ -67,6 +68,14 @@ class JobSpec:
         return args + [f"-D{k}={v}" for k, v in sorted(conf.items())]
 
 
+def prometheus_conf(port: int, host: str = "127.0.0.1") -> dict[str, str]:
+    """Flink configuration for its Prometheus reporter on ``host:port`` (the job jar's
+    loopback variant of Flink's reporter, ``infra/flink``)."""
+    prefix = "metrics.reporter.prom."
+    return {prefix + "factory.class": PROMETHEUS_FACTORY, prefix + "host": host,
+            prefix + "port": str(port)}
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
@@ -78,25 +87,36 @@ class FlinkJob:
     """The load job as a child process; use as a context manager."""
 
     def __init__(self, spec: JobSpec, log_path: Path, port: int | None = None,
-                 jar: Path = JOB_JAR, heap_mb: int = 512) -> None:
+                 jar: Path = JOB_JAR, heap_mb: int = 512, prometheus: bool = False) -> None:
         if not jar.is_file():
             raise FlinkJobError(f"Flink job jar {jar} is missing: run infra/flink/build.sh")
         self.spec, self.log_path, self.jar, self.heap_mb = spec, log_path, jar, heap_mb
         self.port = port or free_port()
         self.rest = FlinkRest(f"http://127.0.0.1:{self.port}")
+        self.prometheus_port = free_port() if prometheus else None
         self.job_id: str | None = None
         self._proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 90.0) -> str:
         """Start the JVM and wait until all tasks run; returns the job id."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = ["java", f"-Xmx{self.heap_mb}m", "-jar", str(self.jar),
-               *self.spec.arguments(self.port)]
+        spec = self.spec
+        if self.prometheus_port is not None:
+            spec = replace(spec, flink_conf={**spec.flink_conf,
+                                             **prometheus_conf(self.prometheus_port)})
+        cmd = ["java", f"-Xmx{self.heap_mb}m", "-jar", str(self.jar), *spec.arguments(self.port)]
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True)
         self.job_id = self.wait_running(timeout_s)
         return self.job_id
+
+    @property
+    def prometheus_url(self) -> str | None:
+        """The job's Prometheus exposition, if started with ``prometheus=True``."""
+        if self.prometheus_port is None:
+            return None
+        return f"http://127.0.0.1:{self.prometheus_port}/metrics"
 
     def wait_running(self, timeout_s: float) -> str:
         """Poll ``/jobs/overview`` until one job has every task RUNNING."""

@@ -16,6 +16,7 @@ import math
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -253,15 +254,32 @@ def collect(
                                  stale_retries)
         if not problems:
             return path, problems
-    before = scrape(rest, job_id)
+    return collect_window(lambda: scrape(rest, job_id), scrape(rest, job_id), app, operators,
+                          node_info, window_s, landing, f"flink-{job_id[:8]}", stale_retries)
+
+
+def collect_window(
+    scrape_now: Callable[[], Scrape],
+    before: Scrape,
+    app: str,
+    operators: list[str],
+    node_info: dict[str, dict[str, Any]],
+    window_s: float,
+    landing: Path,
+    prefix: str,
+    stale_retries: int = 5,
+) -> tuple[Path, list[Problem]]:
+    """The window from ``before`` to a scrape ``window_s`` later (``scrape_now``, retried a
+    second apart while no counter moved) as NDJSON ``<prefix>-<time>.ndjson`` in ``landing``;
+    returns the file and the problems."""
     time.sleep(window_s)
-    after = scrape(rest, job_id)
+    after = scrape_now()
     for _ in range(stale_retries):  # a late metric fetch: wait for it, the window grows
         if counters_moved(before, after):
             break
         time.sleep(1.0)
-        after = scrape(rest, job_id)
+        after = scrape_now()
     nodes = node_map(after, list(node_info))
     records, problems = window_records(app, before, after, operators, nodes, node_info)
     stamp = after.at.strftime("%Y%m%dT%H%M%S%f")
-    return write_ndjson(records, landing / f"flink-{job_id[:8]}-{stamp}.ndjson"), problems
+    return write_ndjson(records, landing / f"{prefix}-{stamp}.ndjson"), problems
