@@ -126,6 +126,6 @@ def test_restart_with_vertex_overrides_changes_parallelism_and_keeps_vertex_ids(
     assert {n: v for n, v in after.vertices.items() if n != "parse"} == {
         n: v for n, v in before.vertices.items() if n != "parse"}
     assert sorted(i for v, i in after.subtasks if v == "parse") == [0, 1, 2]
-    prom = scrape_prometheus(job.prometheus_url)
+    prom = scrape_prometheus([job.prometheus_url])  # one URL per task manager
     assert prom.job_id == after.job_id and prom.vertices["parse"] == (parse_id, 3)
     assert 0 < downtime < 90

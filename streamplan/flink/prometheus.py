@@ -15,7 +15,7 @@ import re
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -97,14 +97,16 @@ def parse_exposition(text: str, job: str | None = None,
     return Scrape(job_id, jobs[job_id], datetime.now(UTC), vertices, subtasks, tms)
 
 
-def scrape_prometheus(url: str, job: str | None = None,
+def scrape_prometheus(url: str | Sequence[str], job: str | None = None,
                       vertex_names: Iterable[str] = ()) -> Scrape:
-    """Fetch and parse the exposition at ``url`` (:func:`parse_exposition`)."""
-    return parse_exposition(fetch_exposition(url), job, vertex_names)
+    """Fetch and parse the exposition at ``url``, or of every task manager's URL of a list
+    (:func:`parse_exposition`)."""
+    urls = [url] if isinstance(url, str) else list(url)
+    return parse_exposition("\n".join(fetch_exposition(u) for u in urls), job, vertex_names)
 
 
 def collect_prometheus(
-    url: str,
+    url: str | Sequence[str],
     app: str,
     operators: list[str],
     node_info: dict[str, dict[str, Any]],
@@ -112,7 +114,7 @@ def collect_prometheus(
     landing: Path,
     job: str | None = None,
 ) -> tuple[Path, list[Problem]]:
-    """One window of telemetry from the exposition at ``url`` into ``landing``, like
+    """One window of telemetry from the exposition(s) at ``url`` into ``landing``, like
     :func:`streamplan.flink.rest.collect` (task managers map to the config's nodes in the
     order of their ids)."""
     first = scrape_prometheus(url, job, operators)
