@@ -1,5 +1,7 @@
 """recalibrate_nightly: the day's long-window refit (confidence intervals, low-load
-calibration), rebuilt data docs, the plan-history report, then Delta OPTIMIZE and VACUUM.
+calibration), rebuilt data docs, the plan-history report, the correction of predicted
+response times fitted on the measured plans (the planner applies it from the night's end
+on), then Delta OPTIMIZE and VACUUM.
 
 Runs at 00:30 UTC on the previous calendar day (the day ending at the last midnight at or
 before ``data_interval_end``). The refit, the validation report and the plan history go to
@@ -56,12 +58,17 @@ def recalibrate_nightly():
                                                  dag_run.run_after)
 
     @task
+    def correction(reported: dict, data_interval_end=None, dag_run=None) -> dict:
+        return orchestration.fit_prediction_correction(reported["config_path"],
+                                                       data_interval_end, dag_run.run_after)
+
+    @task
     def delta_maintenance(params=None) -> dict:
         return orchestration.delta_maintenance(params["vacuum_retention_hours"])
 
     reports = validation_report.expand(refitted=refit.expand(config_path=apps()))
-    history_report.expand(validated=reports)
-    reports >> delta_maintenance()
+    corrections = correction.expand(reported=history_report.expand(validated=reports))
+    corrections >> delta_maintenance()
 
 
 recalibrate_nightly()

@@ -27,9 +27,11 @@ def merge_insert(
     keys: Sequence[str],
     partition_by: Sequence[str] = (),
     update: bool = False,
+    evolve_schema: bool = False,
 ) -> None:
     """MERGE ``df`` into the table at ``path`` on ``keys``: insert new keys; with ``update``,
-    also overwrite matched rows. Creates the table on first use. Re-running is a no-op."""
+    also overwrite matched rows. Creates the table on first use. Re-running is a no-op.
+    With ``evolve_schema`` columns new to the table are added (older rows get null)."""
     if not table_exists(spark, path):
         writer = df.write.format("delta").mode("append")
         if partition_by:
@@ -38,6 +40,8 @@ def merge_insert(
         return
     condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     merge = DeltaTable.forPath(spark, path).alias("t").merge(df.alias("s"), condition)
+    if evolve_schema:
+        merge = merge.withSchemaEvolution()
     if update:
         merge = merge.whenMatchedUpdateAll()
     merge.whenNotMatchedInsertAll().execute()

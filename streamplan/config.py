@@ -109,6 +109,15 @@ class FitSpec(_Strict):
         default=0.2, ge=0, allow_inf_nan=False,
         description="measure flags a query measured above (1 + this) x its predicted RT",
     )
+    correct_predictions: bool = Field(
+        default=True,
+        description="apply the nightly correction fitted on measured plans to predictions",
+    )
+    correction_min_pairs: int = Field(default=5, ge=2, description="fewer: no correction")
+    correction_half_life: float | None = Field(
+        default=48.0, gt=0, allow_inf_nan=False,
+        description="pairs back in time at which a pair's weight halves (None: equal weights)",
+    )
 
 
 class AppConfig(_Strict):

@@ -10,13 +10,17 @@ operator that is still busy. Before a proposed per-operator parallelism is publi
 - hard goals (capacity: utilisation per subtask < 1; each query's predicted response time
   within its bound) must hold for the result, or the plan is not published. Cost is soft.
 
-Every held-back change is returned with its reason.
+Every held-back change is returned with its reason. Between scheduled replans the state
+(last change, scale-down streaks) is kept per app and interval (:func:`save_state`), so
+re-planning an interval reads the same state and gives the same plan.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +28,8 @@ from optimizers.flink_parallelism import current_parallelism, predict
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
 from streamplan.plan import Decision, Replicas
+from streamplan.publish import atomic_write
+from streamplan.settings import Settings
 
 
 class Guardrails(BaseModel):
@@ -151,3 +157,38 @@ def guard_decision(
         "explanations": {o: e for o, e in explanations.items() if e},
     })
     return guarded, outcome.state
+
+
+def next_state(model: FittedModel, config: AppConfig, params: dict, published: bool
+               ) -> GuardState:
+    """The state after a replan with ``params`` (rules and ``guard_state``): the streaks
+    count the method's own recommendation; the last change moves only if the plan was
+    published (a plan that was not changed nothing)."""
+    from optimizers.flink_parallelism import propose_parallelism
+
+    rules, state, now = guard_from_params(model, params)
+    new = guard_decision(propose_parallelism(model, config), model, config, state, now, rules)[1]
+    return new if published else GuardState(state.last_change_at, new.down_streak)
+
+
+def state_dir(settings: Settings, app: str) -> Path:
+    """Where an app's guardrail states are kept, one file per replanned interval end."""
+    return settings.home / "guardrails" / app
+
+
+def save_state(settings: Settings, app: str, at: datetime, state: GuardState) -> Path:
+    """Keep ``state`` as the state after the replan of the interval ending at ``at``."""
+    name = at.strftime("%Y%m%dT%H%M%SZ") + ".json"
+    doc = {"at": at.isoformat(), **state_params(state)}
+    return atomic_write(state_dir(settings, app) / name, json.dumps(doc, indent=2))
+
+
+def state_at(settings: Settings, app: str, at: datetime) -> GuardState:
+    """The state kept for the latest interval ending at or before ``at`` (empty if none)."""
+    docs = [json.loads(p.read_text()) for p in state_dir(settings, app).glob("*.json")]
+    usable = [d for d in docs if datetime.fromisoformat(d["at"]) <= at]
+    if not usable:
+        return GuardState()
+    doc = max(usable, key=lambda d: datetime.fromisoformat(d["at"]))
+    last = doc["last_change_at"]
+    return GuardState(datetime.fromisoformat(last) if last else None, dict(doc["down_streak"]))

@@ -278,15 +278,19 @@ def fit(
     data_interval_end: datetime | str | None = None,
     run_after: datetime | str | None = None,
 ) -> dict[str, Any]:
-    """Silver telemetry of the hour → fitted model (gold + JSON)."""
+    """Silver telemetry of the hour → fitted model (gold + JSON). When the plan measured up
+    to the hour's start deviated from its prediction, the correction is refitted now
+    (:func:`streamplan.corrections.deviation_trigger`)."""
     from streamplan import stages
+    from streamplan.corrections import deviation_trigger
 
     settings, config = _load(config_path)
     interval = period_interval(REPLAN_PERIOD, data_interval_end, run_after)
     with stages.spark_session(settings) as spark:
         model = stages.run_fit(spark, settings, config, interval)
+        late = deviation_trigger(spark, settings, config, interval.start)
     return {"app": config.app, "config_path": config_path, **_interval_dict(interval),
-            "model_id": model.model_id,
+            "model_id": model.model_id, "deviations": late,
             "model_path": str(stages.model_path(settings, model.model_id)),
             "delta_versions": dict(model.delta_versions)}
 
@@ -399,9 +403,43 @@ def plan_history_report(
     settings, config = _load(config_path)
     interval = period_interval(NIGHTLY_PERIOD, data_interval_end, run_after)
     report = write_history_report(settings, config, interval.start, interval.end)
-    return {"app": config.app, **_interval_dict(interval), "plans": report.plans,
+    return {"app": config.app, "config_path": config_path, **_interval_dict(interval),
+            "plans": report.plans,
             "measured": report.measured, "table": str(report.table_path),
             "plot": str(report.plot_path), "mlflow_run_id": report.run_id}
+
+
+def fit_prediction_correction(
+    config_path: str,
+    data_interval_end: datetime | str | None = None,
+    run_after: datetime | str | None = None,
+) -> dict[str, Any]:
+    """Fit the correction of predicted response times on every (uncorrected prediction,
+    measurement, ρ) pair in gold ``plans_measured`` up to the night's end; store it for the
+    planner (used from the night's end on) and log it to the night's MLflow run. With too few
+    pairs the stored correction is the identity with its reason."""
+    from streamplan import stages
+    from streamplan.corrections import refit_correction
+    from streamplan.history_report import nightly_run_id
+    from streamplan.tracking import client
+
+    settings, config = _load(config_path)
+    interval = period_interval(NIGHTLY_PERIOD, data_interval_end, run_after)
+    with stages.spark_session(settings) as spark:
+        correction, path = refit_correction(spark, settings, config, interval.end)
+    run_id = nightly_run_id(settings, config.app, interval.start, interval.end)
+    c = client(settings)
+    for name, value in (("correction.alpha", correction.alpha),
+                        ("correction.beta", correction.beta),
+                        ("correction.pairs", float(correction.pairs))):
+        c.log_metric(run_id, name, value)
+    c.set_tag(run_id, "streamplan.correction", correction.reason or "applied")
+    if correction.reason:
+        log.warning("app %s: %s", config.app, correction.reason)
+    return {"app": config.app, "config_path": config_path, **_interval_dict(interval),
+            "pairs": correction.pairs, "alpha": correction.alpha, "beta": correction.beta,
+            "applied": correction.applied, "reason": correction.reason,
+            "correction_path": str(path), "mlflow_run_id": run_id}
 
 
 def retention_hours(value: float | str | None = None) -> float:

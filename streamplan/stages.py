@@ -192,10 +192,22 @@ def run_plan(
 ) -> Plan:
     """Fitted model → method's decision → plan, logged to MLflow and saved (not published)."""
     from optimizers.registry import run_method
+    from streamplan.corrections import apply_correction, correction_at, correction_tag
+    from streamplan.guardrails import next_state, save_state
     from streamplan.tracking import log_plan
 
+    guarded = "guardrails" in config.method.params
+    planning = with_guard_state(settings, config, interval.start) if guarded else config
+    # operator-level telemetry that lacks some operators (all their rows quarantined)
     unfitted = sorted({o.name for o in config.operators} - set(model.operators))
-    decision = unplanned(unfitted) if unfitted else run_method(model, config)
+    unfitted = unfitted if model.operators else []
+    decision = unplanned(unfitted) if unfitted else run_method(model, planning)
+    stored = correction_at(settings, config.app, interval.start)
+    if config.fit.correct_predictions and decision.feasible and stored is not None:
+        if stored.correction.applied:
+            decision = apply_correction(decision, config, stored.correction)
+        else:
+            log.info("app %s: predictions uncorrected: %s", config.app, stored.correction.reason)
     previous = current_plan(settings.publish_dir, config.app)
     plan = Plan.from_decision(
         decision,
@@ -214,10 +226,26 @@ def run_plan(
         # re-planning the interval of the live plan keeps that plan's predecessor
         same = previous.plan_id == plan.plan_id
         plan.previous_plan_id = previous.previous_plan_id if same else previous.plan_id
-    run_id = log_plan(settings, config, model, plan, extra_artifacts)
+    tags = {"streamplan.correction": correction_tag(stored)} if stored is not None else None
+    run_id = log_plan(settings, config, model, plan, extra_artifacts, tags)
+    if guarded and not unfitted:
+        after = next_state(model, planning, planning.method.params, plan.feasible)
+        save_state(settings, config.app, interval.end, after)
     plan = plan.model_copy(update={"mlflow_run_id": run_id})
     atomic_write(plan_path(settings, config.app, plan.plan_id), plan.to_json())
     return plan
+
+
+def with_guard_state(settings: Settings, config: AppConfig, at: datetime) -> AppConfig:
+    """``config`` with the guardrails' state kept for the replan at ``at`` in its method's
+    params, unless the caller passes one (``streamplan.flink.loop``)."""
+    from streamplan.guardrails import state_at, state_params
+
+    if "guard_state" in config.method.params:
+        return config
+    state = state_params(state_at(settings, config.app, at))
+    params = {**config.method.params, "guard_state": state}
+    return config.model_copy(update={"method": config.method.model_copy(update={"params": params})})
 
 
 def unplanned(operators: list[str]) -> Decision:
@@ -265,6 +293,7 @@ def measure_plan(
     measured above ``(1 + fit.deviation_tolerance)`` × predicted are logged as warnings and
     tagged on the run. Empty (nothing recorded) when the interval has no query telemetry."""
     from optimizers.prediction.deviation import deviations
+    from streamplan.corrections import query_utilisations
     from pipelines.measure import measured_response_times, record_measurement
     from streamplan.plots import predicted_vs_measured
     from streamplan.tracking import log_measurement
@@ -275,8 +304,10 @@ def measure_plan(
     if not measured:
         return {}
     predicted = plan.predicted.response_time_ms
+    extra = plan.predicted.extra
+    uncorrected = {q: extra.get(f"uncorrected_rt_ms.{q}", ms) for q, ms in predicted.items()}
     record_measurement(spark, settings.lake, plan.plan_id, config.app, measured, predicted,
-                       interval.end)
+                       interval.end, uncorrected, query_utilisations(plan, config))
     plot = predicted_vs_measured(
         predicted,
         measured,

@@ -113,8 +113,10 @@ def log_plan(
     model: FittedModel,
     plan: Plan,
     artifacts: dict[str, Path] | None = None,
+    tags: dict[str, str] | None = None,
 ) -> str:
-    """Log a plan: params, metrics, tags, plan JSON, fitted model, extra files. Returns run id."""
+    """Log a plan: params, metrics, tags (plus ``tags``), plan JSON, fitted model, extra
+    files. Returns run id."""
     exp = experiment_id(settings, plan.app)
     existing = find_plan_run(settings, plan.app, plan.plan_id)
     run_id = existing.info.run_id if existing else None
@@ -139,6 +141,7 @@ def log_plan(
                 "streamplan.feasible": str(plan.feasible).lower(),
                 "streamplan.interval_end": plan.inputs.interval_end,
                 **{f"delta.{k}": str(v) for k, v in plan.inputs.delta_versions.items()},
+                **(tags or {}),
             }
         )
         if plan.solver.message:

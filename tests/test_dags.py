@@ -119,7 +119,8 @@ def test_schedules(dagbag) -> None:
                            ("plan", "publish")}),
         ("recalibrate_nightly", {("apps", "refit"), ("refit", "validation_report"),
                                  ("validation_report", "history_report"),
-                                 ("validation_report", "delta_maintenance")}),
+                                 ("history_report", "correction"),
+                                 ("correction", "delta_maintenance")}),
     ],
 )
 def test_tasks_dependencies_and_retries(dagbag, dag_id: str, edges: set) -> None:
@@ -373,6 +374,11 @@ def test_nightly_recalibrates_and_reports(world: World) -> None:
             <= m[f"service_mean_ci_high_ms.{op}"], op
         assert m[f"windows.{op}"] == 4 * 60, "four landed 10-minute periods of the day"
     assert m["history.plans"] == 3 and m["history.measured"] == 3
+    # the correction is fitted on the three plans x three queries measured during the day
+    assert m["correction.pairs"] == 9 and run.data.tags["streamplan.correction"] == "applied"
+    from streamplan.corrections import correction_at
+
+    assert correction_at(settings, APP, datetime(2026, 1, 6, tzinfo=UTC)).correction.pairs == 9
     arts = {a.path for a in c.list_artifacts(run.info.run_id, "history")}
     assert {"history/plans.json", f"history/plan-history-{APP}-20260106T000000Z.csv",
             f"history/plan-history-{APP}-20260106T000000Z.png"} <= arts

@@ -123,3 +123,31 @@ def test_a_guarded_plan_that_breaks_capacity_is_infeasible_and_explained():
     assert not frozen.feasible
     assert "capacity: parse utilisation 1.67 >= 1 at parallelism 1" in frozen.solver.message
     assert any("stabilisation" in w for w in frozen.explanations["parse"])
+
+
+def test_scheduled_replans_keep_the_guardrail_state_per_interval(settings):
+    """Through stages.run_plan without a caller-held state (as replan_hourly runs it): the
+    first hour holds the scale-down, the second applies it, a re-run of the second hour
+    reads the same kept state and gives the same plan."""
+    from streamplan.config import MethodSpec
+    from streamplan.stages import Interval, run_plan
+
+    rules = {"stabilisation_s": 0, "scale_down_after": 2}
+    config = CONFIG.model_copy(update={"method": MethodSpec(
+        name="flink-parallelism", params={**CONFIG.method.params, "guardrails": rules})})
+    rates = {"parse": 50.0, "enrich": 50.0, "aggregate": 50.0}
+    service = {"parse": 0.004, "enrich": 0.001, "aggregate": 0.001}
+    hours = [Interval(NOW + timedelta(hours=h), NOW + timedelta(hours=h + 1)) for h in range(2)]
+
+    def plan_hour(i: int):
+        m = model(rates, service, {"parse": 3, "enrich": 1, "aggregate": 1}).model_copy(
+            update={"window_start": hours[i].start.isoformat(),
+                    "window_end": hours[i].end.isoformat()})
+        return run_plan(settings, config, m, hours[i])
+
+    first, second = plan_hour(0), plan_hour(1)
+    assert first.placement["parse"][0].replicas == 3
+    assert any("held: recommended 1 of 2" in w for w in first.explanations["parse"])
+    assert second.placement["parse"][0].replicas == 1
+    again = plan_hour(1)
+    assert again.plan_id == second.plan_id and again.placement == second.placement

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from optimizers.flink_parallelism import propose_parallelism
 from streamplan import stages
 from streamplan.config import AppConfig, MethodSpec
 from streamplan.flink.rest import FlinkRest, Problem, collect
-from streamplan.guardrails import GuardState, guard_decision, guard_from_params, state_params
+from streamplan.guardrails import GuardState, next_state, state_params
 from streamplan.plan import Plan
 from streamplan.publish import PublishResult
 from streamplan.settings import Settings
@@ -66,9 +65,5 @@ def replan(spark, settings: Settings, config: AppConfig, rest: FlinkRest, job_id
     published = stages.run_publish(settings, plan)
     if not plan.feasible:
         return Replan(interval, problems, report.quarantined, plan, published, state)
-    rules, _, now = guard_from_params(model, params)
-    proposal = propose_parallelism(model, config)
-    new_state = guard_decision(proposal, model, config, state, now, rules)[1]
-    if not published.became_current:  # nothing changed: only the recommendation counts
-        new_state = GuardState(state.last_change_at, new_state.down_streak)
+    new_state = next_state(model, config, params, published.became_current)
     return Replan(interval, problems, report.quarantined, plan, published, new_state)
