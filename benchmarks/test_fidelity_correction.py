@@ -119,8 +119,9 @@ def test_correction_replay(write_result) -> None:
         "notes": [
             "fitted service times lag the truth by half a day of drift (nightly fit)",
             "measured = one project-simulator run per window (10 % warm-up dropped)",
-            "not done here: reading the pairs from the gold table and applying the correction "
-            "in the planner (pipelines/ and streamplan/stages.py belong to the lead)",
+            "the replay calls fit_correction on the pairs directly; in the pipeline the same "
+            "function is fitted nightly on gold plans_measured and applied by the planner "
+            "(streamplan/corrections.py; tests/test_corrections.py, tests/test_dags.py)",
         ],
         "summary": summary,
         "per_day": days,

@@ -113,14 +113,15 @@ def selectivity_by_type(rout_by_type: dict[str, int], rin: int) -> dict[str, flo
 def fit_operator(row: Row, query: str, source: str) -> OperatorModel:
     """Service-time moments of one operator from its aggregates.
 
-    direct: b = Σ service / Σ records, M2 = Σ service² / Σ records; busy_time: b = Σ busy /
-    Σ records and M2 = 2b² (exponential assumption of seed 000 §5).
+    direct: b = Σ service / Σ records, M2 = Σ service² / Σ records (2b², the exponential
+    assumption of seed 000 §5, when the telemetry has service sums but no squares); busy_time:
+    b = Σ busy / Σ records and M2 = 2b².
     """
     rin = row["rin"] or 0
     use_direct = source in ("auto", "direct") and row["direct"] == 1 and rin > 0
     if use_direct:
         b = row["svc"] / rin / 1000.0
-        m2 = row["svc2"] / rin / 1e6
+        m2 = row["svc2"] / rin / 1e6 if row["svc2"] is not None else 2.0 * b * b
     else:
         b = (row["busy"] or 0.0) / rin / 1000.0 if rin else 0.0
         m2 = 2.0 * b * b

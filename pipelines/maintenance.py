@@ -137,25 +137,16 @@ def rebuild_validation_report(
 ) -> DailyValidation:
     """Run every silver suite over the app's silver rows of (start, end] and write one HTML
     report for the day, with the day's quarantine counts by rule appended."""
-    from expectations.suites import ValidationContext
     from pipelines.fit import read_window
     from pipelines.validate import validate_candidates
-    from streamplan.stages import known_nodes
+    from streamplan.stages import validation_context
 
     candidates = {}
     for table in SILVER_TABLES:
         rows = read_window(spark, settings.lake, table, config.app, start, end)
         if rows is not None:
             candidates[table] = rows.drop("date", "batch_id")
-    nodes = known_nodes(settings, config)
-    ctx = ValidationContext(
-        known_operators=frozenset(o.name for o in config.operators),
-        known_queries=frozenset(q.name for q in config.queries),
-        known_nodes=frozenset(nodes),
-        node_cores=nodes,
-        interval_start=start,
-        interval_end=end,
-    )
+    ctx = validation_context(settings, config, start, end, candidates)
     batch_id = f"{config.app}-day-{end.strftime('%Y%m%dT%H%M%SZ')}"
     outcome = validate_candidates(spark, candidates, ctx, settings.reports, batch_id)
     rules = quarantine_by_rule(spark, settings.lake, config.app, start, end)

@@ -102,20 +102,56 @@ def run_ingest(spark, settings: Settings, config: AppConfig, interval: Interval)
     return ingest_landing(spark, directory, settings.lake, config.app, f"{config.app}-{interval.tag}")
 
 
-def known_nodes(settings: Settings, config: AppConfig) -> dict[str, int]:
-    """Nodes telemetry may name: the config's and every published plan's, with their cores."""
+def known_nodes(
+    settings: Settings, config: AppConfig, declared: dict[str, str] | None = None
+) -> dict[str, int]:
+    """Nodes telemetry may name, with their cores: the config's, every published plan's, and
+    those ``declared`` (node -> type) by deployment records whose type the config knows (a
+    VM leased by a policy running outside the pipeline, as in a replay)."""
     cores = {t.name: t.cores for t in config.node_types}
     nodes = {n.name: cores[n.type] for n in config.nodes}
     for path in sorted((settings.publish_dir / config.app / "plans").glob("*.json")):
         plan = Plan.model_validate_json(path.read_text())
         for node, node_type in plan.node_types.items():
             nodes.setdefault(node, cores.get(node_type, max(cores.values())))
+    for node, node_type in sorted((declared or {}).items()):
+        if node_type in cores:
+            nodes.setdefault(node, cores[node_type])
     return nodes
+
+
+def declared_nodes(deployments) -> dict[str, str]:
+    """Node -> type of every node the deployment records of a (small) DataFrame list."""
+    if deployments is None:
+        return {}
+    out: dict[str, str] = {}
+    for row in deployments.select("nodes").collect():
+        for node, state in json.loads(row["nodes"] or "{}").items():
+            if isinstance(state, dict) and isinstance(state.get("type"), str):
+                out.setdefault(node, state["type"])
+    return out
+
+
+def validation_context(settings: Settings, config: AppConfig, start: datetime, end: datetime,
+                       candidates: dict):
+    """What the suites check rows of (start, end] against: the config's operators and
+    queries, the known nodes (:func:`known_nodes`, with those the candidate deployment
+    records declare) and their cores."""
+    from expectations.suites import ValidationContext
+
+    nodes = known_nodes(settings, config, declared_nodes(candidates.get("deployments")))
+    return ValidationContext(
+        known_operators=frozenset(o.name for o in config.operators),
+        known_queries=frozenset(q.name for q in config.queries),
+        known_nodes=frozenset(nodes),
+        node_cores=nodes,
+        interval_start=start,
+        interval_end=end,
+    )
 
 
 def run_validate(spark, settings: Settings, config: AppConfig, interval: Interval) -> ValidateReport:
     """Pending bronze rows → parse → Great Expectations → silver MERGE + quarantine."""
-    from expectations.suites import ValidationContext
     from pipelines.parse import parse_bronze
     from pipelines.promote import pending_bronze, promote
     from pipelines.validate import validate_candidates
@@ -129,15 +165,7 @@ def run_validate(spark, settings: Settings, config: AppConfig, interval: Interva
     candidates = {name: df.localCheckpoint(eager=True) for name, df in candidates.items()}
     candidates = {name: df for name, df in candidates.items() if not df.isEmpty()}
     failures = failures.localCheckpoint(eager=True)
-    nodes = known_nodes(settings, config)
-    ctx = ValidationContext(
-        known_operators=frozenset(o.name for o in config.operators),
-        known_queries=frozenset(q.name for q in config.queries),
-        known_nodes=frozenset(nodes),
-        node_cores=nodes,
-        interval_start=interval.start,
-        interval_end=interval.end,
-    )
+    ctx = validation_context(settings, config, interval.start, interval.end, candidates)
     outcome = validate_candidates(spark, candidates, ctx, settings.reports, batch_id)
     failures = failures.unionByName(outcome.failures.select(*failures.columns))
     report = promote(spark, settings.lake, bronze, candidates, failures, batch_id)

@@ -636,3 +636,39 @@ def test_replay_telemetry_follows_the_contract() -> None:
     dep = next(r for r in records if r["kind"] == "deployment")
     assert dep["nodes"]["vm-1"] == {"type": "vm-4c-7g", "leased_at": "2026-01-01T00:00:00Z",
                                     "billing_unit_s": 600}
+
+
+def test_replay_telemetry_is_ingested_fitted_and_planned_by_the_pipeline(spark, settings) -> None:
+    """A short BTU replay's windows landed as NDJSON go through ingest → validate → fit on
+    real Spark and Delta; the fitted model has the replay's arrivals and leased VMs, and the
+    BTU policy plans from it."""
+    from datetime import UTC, datetime, timedelta
+
+    from optimizers.btu.telemetry import telemetry_records
+    from streamplan import stages
+    from streamplan.simulation.telemetry import write_ndjson
+
+    config = load_config(CONFIG)
+    run = replay("btu", Pattern("p", (3,), 180.0), manufacturing_types(), paper_vm(600),
+                 manufacturing_sim(), seed=4, record_telemetry=True)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    records = telemetry_records(run, app=config.app, start=start, node_type="vm-4c-7g")
+    write_ndjson(records, stages.landing_dir(settings, config.app) / "btu-replay.ndjson")
+    interval = stages.Interval(start, start + timedelta(seconds=run.windows[-1]["t_s"] + 1))
+    batch = stages.run_ingest(spark, settings, config, interval)
+    report = stages.run_validate(spark, settings, config, interval)
+    assert report.quarantined == 0, "VMs the replay leased are declared by its deployments"
+    known = stages.known_nodes(settings, config, {"vm-2": "vm-4c-7g", "vm-9": "no-such-type"})
+    assert "vm-2" in known and "vm-9" not in known
+    assert batch.rows_landed == len(records)
+    model = stages.run_fit(spark, settings, config, interval)
+    assert set(model.operators) == {o.name for o in config.operators}
+    span = sum(w["window_s"] for w in run.windows)
+    arrivals = sum(w["operators"]["O6"][0] for w in run.windows)
+    assert model.operators["O6"].arrival_rate_mean == pytest.approx(arrivals / span, rel=0.05)
+    last = run.windows[-1]
+    assert set(model.deployment.nodes) == set(last["leased_at"])
+    assert all(n.leased_at and n.billing_unit_s == 600 for n in model.deployment.nodes.values())
+    plan = stages.run_plan(settings, config, model, interval)
+    assert plan.feasible and plan.method == "btu"
+    assert set(plan.placement) == set(model.operators)
