@@ -14,22 +14,12 @@ from __future__ import annotations
 import math
 import time
 
-from optimizers.queueing import erlang_c
+from optimizers.queueing import mgc_response_time_s
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel, OperatorModel
 from streamplan.plan import Decision, Prediction, Replicas, SolverStats
 
 DEFAULTS = {"target_utilisation": 0.7, "saturation": 0.9, "max_parallelism": 8}
-
-
-def response_time_s(rate: float, service_s: float, scv: float, c: int) -> float:
-    """Mean sojourn of M/G/c: the Allen–Cunneen approximation
-    W_q ≈ C(c, a)·S/(c − a)·(1 + c_s²)/2 (Allen, Probability, Statistics and Queueing Theory,
-    2nd ed. 1990, §6.3) plus S; ``inf`` at or above capacity. Exact for M/M/c (c_s² = 1)."""
-    a = rate * service_s
-    if a >= c:
-        return math.inf
-    return erlang_c(c, a) * service_s / (c - a) * (1 + scv) / 2 + service_s
 
 
 def operator_rate(model: FittedModel, op: OperatorModel) -> float:
@@ -67,7 +57,7 @@ def predict(
     util = {o: operator_rate(model, ops[o]) * ops[o].service_mean_s / par[o] for o in par}
     rt = {
         q.name: 1000 * sum(
-            response_time_s(operator_rate(model, ops[o]), ops[o].service_mean_s,
+            mgc_response_time_s(operator_rate(model, ops[o]), ops[o].service_mean_s,
                             ops[o].service_scv, par[o])
             for o in config.query_operators(q.name) if o in par
         )

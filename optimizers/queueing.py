@@ -276,3 +276,13 @@ def erlang_c(c: int, a: float) -> float:
         b = a * b / (k + a * b)
     rho = a / c
     return b / (1 - rho * (1 - b))
+
+
+def mgc_response_time_s(rate: float, service_s: float, scv: float, c: int) -> float:
+    """Mean sojourn of M/G/c: the Allen–Cunneen approximation
+    W_q ≈ C(c, a)·S/(c − a)·(1 + c_s²)/2 (Allen, Probability, Statistics and Queueing Theory,
+    2nd ed. 1990, §6.3) plus S; ``inf`` at or above capacity. Exact for M/M/c (c_s² = 1)."""
+    a = rate * service_s
+    if a >= c:
+        return math.inf
+    return erlang_c(c, a) * service_s / (c - a) * (1 + scv) / 2 + service_s
