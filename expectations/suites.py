@@ -159,7 +159,7 @@ def _node(ctx: ValidationContext) -> list[Expectation]:
 def _link(ctx: ValidationContext) -> list[Expectation]:
     return [
         _at_least("latency_ms"),
-        _at_least("bandwidth_mbps"),
+        _at_least("bandwidth_mbps", strict=True),  # seed 004 E2 divides by it (δ/β)
         _known("src", ctx.known_nodes, "node"),
         _known("dst", ctx.known_nodes, "node"),
     ]

@@ -11,9 +11,11 @@ import math
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame, Row, SparkSession
+from scipy.optimize import nnls
 
 from pipelines.delta_io import merge_insert, table_exists, table_version
 from pipelines.tables import SILVER_TABLES, gold_path, silver_path
@@ -21,13 +23,18 @@ from streamplan.config import AppConfig
 from streamplan.fitted import (
     Deployment,
     FittedModel,
+    LinkModel,
     NodeModel,
     NodeState,
     OperatorModel,
+    PlacementCosts,
     QueryModel,
 )
 
 Z95 = 1.96
+MIN_NODE_WINDOWS = 5  # windows a per-node regression (interference, power) needs at least
+SATURATED_UTIL = 0.99  # a node this busy hides its interference (utilisation clips at 1)
+COLLINEAR_COND = 30.0  # condition number beyond which per-operator rates cannot be told apart
 
 
 def _gold_dtypes(rows: list[dict]) -> dict[str, str]:
@@ -274,6 +281,193 @@ def latest_deployment(deployments: DataFrame | None, config: AppConfig) -> Deplo
     return Deployment(placement=placement, nodes=nodes)
 
 
+def node_types(deployment: Deployment, config: AppConfig) -> dict[str, str]:
+    """node -> node type: the reported deployment's, else the config's."""
+    return {**{n.name: n.type for n in config.nodes},
+            **{n: s.type for n, s in deployment.nodes.items()}}
+
+
+def node_windows(ops: DataFrame, nodes: DataFrame, cores: DataFrame) -> DataFrame:
+    """One row per (node, window): the node's ``cpu_util``, the utilisation D its operators'
+    exclusive busy time predicts (Σ busy / (window x cores)) and the number m of co-located
+    operators with records in the window."""
+    per_window = ops.groupBy("node", "ts").agg(
+        F.sum("busy_ms").alias("busy"),
+        F.first("window_s").alias("window_s"),
+        F.countDistinct(F.when(F.col("records_in") > 0, F.col("operator"))).alias("m"),
+    )
+    exclusive = F.col("busy") / (F.col("window_s") * 1000.0 * F.col("cores"))
+    return (
+        nodes.select("node", "ts", "cpu_util")
+        .join(per_window, ["node", "ts"])
+        .join(cores, "node")
+        .withColumn("D", exclusive)
+    )
+
+
+def interference_slopes(windows: DataFrame) -> dict[str, float | None]:
+    """Per node: the slope s of π(m) = s(m − 1) (seed 004 digest §9, A1: utilisation =
+    D(1 + π(m))), by least squares of (cpu_util/D − 1) on (m − 1) over the node's windows,
+    clipped at 0. None with fewer than 2 distinct m or ``MIN_NODE_WINDOWS`` windows; windows
+    with nothing running (D = 0) or a saturated node are left out."""
+    usable = windows.where(
+        (F.col("D") > 0) & (F.col("m") >= 1) & (F.col("cpu_util") < SATURATED_UTIL)
+    ).select("node", (F.col("m") - 1).alias("x"), (F.col("cpu_util") / F.col("D") - 1).alias("y"))
+    rows = usable.groupBy("node").agg(
+        # least squares slope = cov(x, y) / var(x)
+        F.covar_samp("x", "y").alias("cov"),
+        F.var_samp("x").alias("var"),
+        F.countDistinct("x").alias("levels"),
+        F.count("*").alias("n"),
+    ).collect()
+    return {
+        r["node"]: max(0.0, r["cov"] / r["var"])
+        if r["levels"] >= 2 and r["n"] >= MIN_NODE_WINDOWS else None
+        for r in rows
+    }
+
+
+def power_samples(ops: DataFrame, nodes: DataFrame) -> dict[str, tuple[list[str], np.ndarray,
+                                                                      np.ndarray]]:
+    """Per node with ``power_w`` readings: its hosted operators, the [window, operator] matrix
+    of their input rates (records_in/s, 0 when idle) and the power readings per window."""
+    rates = ops.groupBy("node", "ts", "operator").agg(
+        (F.sum("records_in") / F.first("window_s")).alias("rate")
+    )
+    power = nodes.where(F.col("power_w").isNotNull()).select("node", "ts", "power_w")
+    rows = power.join(rates, ["node", "ts"], "left").collect()
+    cells: dict[str, dict] = {}
+    for r in rows:
+        node = cells.setdefault(r["node"], {"power": {}, "rate": {}})
+        node["power"][r["ts"]] = r["power_w"]
+        if r["operator"] is not None:
+            node["rate"][(r["ts"], r["operator"])] = r["rate"] or 0.0
+    out = {}
+    for name, c in cells.items():
+        windows = sorted(c["power"])
+        hosted = sorted({op for _, op in c["rate"]})
+        x = np.array([[c["rate"].get((ts, op), 0.0) for op in hosted] for ts in windows])
+        out[name] = (hosted, x.reshape(len(windows), len(hosted)),
+                     np.array([c["power"][ts] for ts in windows]))
+    return out
+
+
+def _collinear(x: np.ndarray) -> bool:
+    """Columns that cannot be told apart (e.g. the operators of one chain see the same rate)."""
+    centred = x - x.mean(axis=0)
+    norms = np.linalg.norm(centred, axis=0)
+    if np.any(norms == 0):
+        return True
+    return np.linalg.cond(centred / norms) > COLLINEAR_COND
+
+
+def fit_power(rates: np.ndarray, power: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """κ (W) and ε per operator (J/event) of one node: non-negative least squares of power_w on
+    [1, input rate of each hosted operator] (seed 004 digest §9: intercept κ, slopes ε; the
+    E7 model P = κ + Σ ω_i ε_i). Collinear rates share one ε (NNLS on [1, Σ rates]).
+    None with fewer than ``MIN_NODE_WINDOWS`` windows."""
+    if len(power) < MIN_NODE_WINDOWS:
+        return None
+    busy = rates.any(axis=0)
+    x = rates[:, busy]
+    pooled = x.shape[1] > 1 and _collinear(x)
+    cols = x.sum(axis=1, keepdims=True) if pooled else x
+    coef, _ = nnls(np.column_stack([np.ones(len(power)), cols]), power)
+    eps = np.zeros(rates.shape[1])
+    eps[busy] = coef[1] if pooled else coef[1:]
+    return float(coef[0]), eps
+
+
+def service_by_type(ops: DataFrame, types: DataFrame) -> dict[str, dict[str, float]]:
+    """Per operator and node type: exclusive service time λ = Σ busy_ms / Σ records_in (s)
+    over the windows it ran on nodes of that type (seed 004 digest §9, λ_i^p)."""
+    rows = (
+        ops.join(types, "node")
+        .groupBy("operator", "type")
+        .agg(F.sum("busy_ms").alias("busy"), F.sum("records_in").alias("rin"))
+        .where(F.col("rin") > 0)
+        .collect()
+    )
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        out.setdefault(r["operator"], {})[r["type"]] = r["busy"] / r["rin"] / 1000.0
+    return out
+
+
+def battery_levels(nodes: DataFrame) -> dict[str, float]:
+    """Per node: the last ``battery_wh`` reading of the window."""
+    rows = nodes.where(F.col("battery_wh").isNotNull()).groupBy("node").agg(
+        F.max_by("battery_wh", "ts").alias("wh")
+    ).collect()
+    return {r["node"]: r["wh"] for r in rows}
+
+
+def fit_links(links: DataFrame | None) -> list[LinkModel]:
+    """Per (src, dst): mean latency and mean bandwidth over the link records that have both."""
+    if links is None:
+        return []
+    rows = (
+        links.where(F.col("bandwidth_mbps").isNotNull())
+        .groupBy("src", "dst")
+        .agg(F.avg("latency_ms").alias("lat"), F.avg("bandwidth_mbps").alias("bw"))
+        .orderBy("src", "dst")
+        .collect()
+    )
+    return [LinkModel(src=r["src"], dst=r["dst"], latency_ms=r["lat"], bandwidth_mbps=r["bw"])
+            for r in rows]
+
+
+def fit_nodes(
+    ops: DataFrame, nodes: DataFrame | None, types: dict[str, str], config: AppConfig
+) -> tuple[dict[str, NodeModel], dict[str, dict[str, float]]]:
+    """Per node: utilisation, power, interference slope, κ and battery; and per operator the
+    fitted ε per node type (mean over the nodes of that type it ran on)."""
+    if nodes is None:
+        return {}, {}
+    spark = ops.sparkSession
+    cores = {t.name: t.cores for t in config.node_types}
+    cores_df = spark.createDataFrame(
+        [(n, cores[t]) for n, t in types.items() if t in cores], "node STRING, cores INT"
+    )
+    slopes = interference_slopes(node_windows(ops, nodes, cores_df))
+    battery = battery_levels(nodes)
+    idle: dict[str, float] = {}
+    energy: dict[str, dict[str, list[float]]] = {}
+    for node, (hosted, rates, power) in power_samples(ops, nodes).items():
+        fitted = fit_power(rates, power)
+        if fitted is None:
+            continue
+        idle[node], eps = fitted
+        for op, e, used in zip(hosted, eps.tolist(), rates.any(axis=0).tolist()):
+            if used and node in types:
+                energy.setdefault(op, {}).setdefault(types[node], []).append(e)
+    models = {}
+    for r in nodes.groupBy("node").agg(
+        F.avg("cpu_util").alias("u"), F.avg("power_w").alias("p")
+    ).collect():
+        n = r["node"]
+        models[n] = NodeModel(node=n, cpu_util_mean=r["u"], power_w_mean=r["p"],
+                              interference_slope=slopes.get(n), idle_power_w=idle.get(n),
+                              battery_wh=battery.get(n))
+    per_type = {op: {t: float(np.mean(v)) for t, v in by_type.items()}
+                for op, by_type in energy.items()}
+    return models, per_type
+
+
+def placement_costs(
+    ops: DataFrame, types: dict[str, str], energy: dict[str, dict[str, float]]
+) -> dict[str, PlacementCosts]:
+    """Per operator: fitted λ and ε per node type (seed 004). Telemetry carries no event
+    size, so ``event_bytes`` stays None (the planner's config value applies)."""
+    types_df = ops.sparkSession.createDataFrame(list(types.items()), "node STRING, type STRING")
+    service = service_by_type(ops, types_df)
+    return {
+        op: PlacementCosts(service_mean_s_by_type=service.get(op, {}),
+                           energy_j_per_event_by_type=energy.get(op, {}))
+        for op in sorted(set(service) | set(energy))
+    }
+
+
 def fit_model(
     spark: SparkSession, lake: Path, config: AppConfig, start: datetime, end: datetime
 ) -> FittedModel:
@@ -297,6 +491,7 @@ def fit_model(
         )
     rates = query_rates(windows, {q.name: q.sources for q in config.queries})
     nodes_df = read_window(spark, lake, "node_metrics", app, start, end)
+    nodes_df = nodes_df.cache() if nodes_df is not None else None
     calibration = low_load_calibration(ops, nodes_df, config)
     measured = measured_rt(read_window(spark, lake, "query_metrics", app, start, end))
     queries = {
@@ -306,15 +501,15 @@ def fit_model(
         )
         for q in config.queries
     }
-    nodes = {}
-    if nodes_df is not None:
-        for r in nodes_df.groupBy("node").agg(
-            F.avg("cpu_util").alias("u"), F.avg("power_w").alias("p")
-        ).collect():
-            nodes[r["node"]] = NodeModel(node=r["node"], cpu_util_mean=r["u"], power_w_mean=r["p"])
     deployment = latest_deployment(read_window(spark, lake, "deployments", app, start, end), config)
+    types = node_types(deployment, config)
+    nodes, energy = fit_nodes(ops, nodes_df, types, config)
+    costs = placement_costs(ops, types, energy)
+    links = fit_links(read_window(spark, lake, "link_metrics", app, start, end))
     windows.unpersist()
     ops.unpersist()
+    if nodes_df is not None:
+        nodes_df.unpersist()
     versions = {t: table_version(spark, silver_path(lake, t)) for t in SILVER_TABLES}
     return FittedModel(
         model_id=f"{app}-{end.strftime('%Y%m%dT%H%M%SZ')}",
@@ -325,6 +520,8 @@ def fit_model(
         operators=operators,
         queries=queries,
         nodes=nodes,
+        links=links,
+        placement_costs=costs,
         deployment=deployment,
         delta_versions=versions,
     )

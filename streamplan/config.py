@@ -72,6 +72,35 @@ class WorkloadPhase(_Strict):
     rates: dict[str, float] = Field(description="query -> input events/s")
 
 
+class SimNodeTypeSpec(_Strict):
+    """True edge/cloud behaviour of a node type in the simulated world (seed 004); only the
+    simulator reads it, the planner's assumptions live in ``method.params``."""
+
+    interference_slope: float = Field(
+        default=0.0, ge=0, description="pi(m) = slope*(m-1): node busy time is the operators' "
+        "exclusive busy time x (1 + pi(m)) for m busy co-located operators",
+    )
+    idle_power_w: float | None = Field(
+        default=None, ge=0,
+        description="kappa (W); with it, power_w = kappa + energy_j_per_event x records/s "
+        "(None keeps the illustrative linear power model)",
+    )
+    energy_j_per_event: float = Field(default=0.0, ge=0, description="epsilon: J per input record")
+    battery_wh: float | None = Field(
+        default=None, ge=0, description="charge at the interval start; None: no battery reported"
+    )
+
+
+class SimLinkSpec(_Strict):
+    """True latency and bandwidth of the links between two tiers (reported per node pair)."""
+
+    latency_ms: float = Field(ge=0)
+    bandwidth_mbps: float = Field(gt=0)
+    jitter: float = Field(
+        default=0.0, ge=0, lt=1, description="relative uniform noise of each window's reading"
+    )
+
+
 class SimulationSpec(_Strict):
     """The simulator's world: true service times, selectivities and the workload."""
 
@@ -85,6 +114,14 @@ class SimulationSpec(_Strict):
         "operators listed here report records_in/out_by_type",
     )
     workload: list[WorkloadPhase] = Field(min_length=1)
+    node_types: dict[str, SimNodeTypeSpec] = Field(
+        default_factory=dict,
+        description="node type -> interference, power and battery (edge + cloud telemetry)",
+    )
+    links: dict[Literal["edge-edge", "edge-cloud", "cloud-cloud"], SimLinkSpec] = Field(
+        default_factory=dict, description="tier pair -> link figures, one link record per "
+        "ordered node pair and window",
+    )
 
 
 class MethodSpec(_Strict):
@@ -179,6 +216,8 @@ class AppConfig(_Strict):
             for op, shares in self.simulation.output_types.items():
                 _known("simulation.output_types", op, ops)
                 _check_shares(f"simulation.output_types[{op}]", shares)
+            for name in self.simulation.node_types:
+                _known("simulation.node_types", name, types)
             for i, phase in enumerate(self.simulation.workload):
                 for q, rate in phase.rates.items():
                     _known(f"simulation.workload[{i}].rates", q, queries)

@@ -7,11 +7,13 @@ Mapping (digest §9):
   error). Sources and sinks are the DAG's structural ones and must match the query's.
 * Resources are the config's nodes; edge or cloud from ``NodeType.tier``.
 * λ (per operator and node): the fitted ``placement_costs[op].service_mean_s_by_type`` when
-  present; else the fitted mean service time b, which was measured on the operator's current
-  node under co-location, turned into an exclusive time on node p as
-  b / (1 + π_host(m_host)) · speed_host / speed_p; else ``method.params.operators.<op>.
-  service_ms`` (a number is for a speed-1 node and is divided by the node's speed, a mapping is
-  per node type); else the simulation's true mean service time / speed.
+  present; for a node type without fitted λ, the fitted λ of the measured types scaled by
+  speed (λ_u · speed_u / speed_p, averaged); else the fitted mean service time b, which was
+  measured on the operator's current node under co-location, turned into an exclusive time
+  on node p as b / (1 + π_host(m_host)) · speed_host / speed_p; else
+  ``method.params.operators.<op>.service_ms`` (a number is for a speed-1 node and is divided
+  by the node's speed, a mapping is per node type); else the simulation's true mean service
+  time / speed.
 * π slope per node: fitted ``nodes[n].interference_slope``, else ``method.params.node_types``,
   else the tier default (0.05 edge, 0.02 cloud). κ and battery likewise (fitted
   ``idle_power_w`` / ``battery_wh`` first); ε from fitted ``placement_costs`` energy, else
@@ -215,6 +217,8 @@ def build_instance(
         for p, r in enumerate(resources):
             t = node_type[r.name]
             lam = costs.service_mean_s_by_type.get(t.name) if costs else None
+            if lam is None and costs and costs.service_mean_s_by_type:
+                lam = _scaled_service(costs.service_mean_s_by_type, types, t.speed)
             if lam is None and fitted_b > 0 and op in current:
                 host = current[op]
                 host_slope = resources[node_index[host]].interference
@@ -311,6 +315,14 @@ def build_instance(
     cur = {d.name: {v.name: current[v.name] for v in d.vertices if v.name in current}
            for d in dags}
     return Built(inst, dags, cur, op_query)
+
+
+def _scaled_service(by_type: Mapping[str, float], types: Mapping, speed: float) -> float | None:
+    """Exclusive λ on a node type without telemetry: the mean over the measured types of
+    λ_u · speed_u / speed (service time inversely proportional to speed, as in the
+    simulator); None when no measured type is in the catalogue."""
+    known = [lam * types[u].speed / speed for u, lam in by_type.items() if u in types]
+    return sum(known) / len(known) if known else None
 
 
 def _tier_links(params: EdgeCloudParams):

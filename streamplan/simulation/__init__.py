@@ -35,6 +35,12 @@ node but not yet started at the window end), ``query`` records (events completin
 window), ``node`` records (``cpu_util`` = exact busy core-time fraction of the window, so it
 can differ slightly from the operators' ``busy_ms`` sum for records straddling a window
 edge; illustrative linear ``mem_util`` and ``power_w``), one ``deployment`` record.
+
+Edge + cloud (seed 004), only when ``simulation.node_types`` / ``simulation.links`` are set
+(``edgecloud.py``): a node of a listed type reports ``cpu_util`` x (1 + slope·(m − 1)) for m
+operators with records in the window (operators' ``busy_ms`` stays exclusive), ``power_w`` =
+κ + ε·records/s and ``battery_wh`` drained from the given charge (full at the interval start);
+``link`` records per ordered node pair and window carry the tier pair's latency and bandwidth.
 """
 
 from streamplan.simulation.engine import SimulationResult, simulate

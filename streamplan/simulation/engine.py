@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from streamplan.config import AppConfig
+from streamplan.simulation.edgecloud import link_records
 from streamplan.simulation.flow import generate_records, schedule
 from streamplan.simulation.sampling import poisson_arrivals
 from streamplan.simulation.telemetry import Windows, build_records
@@ -64,8 +65,13 @@ def simulate(
     event_query = np.repeat(np.arange(len(arrivals)), [len(a) for a in arrivals])
     trace = schedule(topo, generate_records(topo, event_query, rng), event_query, event_time)
     windows = Windows(config.window_s, duration_s)
+    links = None
+    if sim.links:  # its own stream, so the records above do not depend on it
+        link_rng = np.random.default_rng([base_seed, round(workload_offset_s * 1000), 1])
+        links = link_records(topo, sim.links, windows.n, link_rng)
     records = build_records(
-        config.app, topo, trace, event_time, placement, start.astimezone(timezone.utc), windows
+        config.app, topo, trace, event_time, placement, start.astimezone(timezone.utc), windows,
+        node_specs=sim.node_types, links=links,
     )
     rt_ms = (trace.event_done - event_time) * 1000.0
     done = trace.event_done < duration_s

@@ -7,12 +7,15 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from streamplan.config import SimNodeTypeSpec
+from streamplan.simulation.edgecloud import battery_wh, interfered_util, node_load, power_w
 from streamplan.simulation.flow import Trace
 from streamplan.simulation.topology import Topology
 
@@ -149,12 +152,19 @@ def build_records(
     placement: dict[str, list[tuple[str, int]]],
     start: datetime,
     win: Windows,
+    *,
+    node_specs: Mapping[str, SimNodeTypeSpec] | None = None,
+    links: list[list[dict[str, Any]]] | None = None,
 ) -> list[dict[str, Any]]:
-    """All telemetry records of the interval, sorted by (ts, kind, ids)."""
+    """All telemetry records of the interval, sorted by (ts, kind, ids).
+
+    node_specs: node type -> edge + cloud behaviour (``simulation.node_types``); links: per
+    window, the ``link`` records' fields (``edgecloud.link_records``)."""
     ops = operator_stats(topo, trace, win)
     typed_in, typed_out = typed_counts(topo, trace, win)
     in_types, out_types = _reported_types(topo)
-    util = node_utilisation(topo, trace, win)
+    node_rows = node_fields(topo, node_utilisation(topo, trace, win), ops["records_in"], win,
+                            node_specs or {})
     queries = query_stats(topo, trace, event_time, win)
     deployment = _deployment(topo, placement)
     instances = sorted(enumerate(topo.instances()), key=lambda i: (topo.ops[i[1][0]], i[1][1]))
@@ -166,9 +176,8 @@ def build_records(
         ts = _iso(start + timedelta(seconds=end))
         head = {"ts": ts, "window_s": lengths[k], "app": app}
         records.append({"kind": "deployment", **head, **deployment})
-        records += [
-            {"kind": "node", **head, **_node_fields(topo.nodes[n], util[n, k])} for n in nodes
-        ]
+        records += [{"kind": "link", **head, **fields} for fields in (links[k] if links else [])]
+        records += [{"kind": "node", **head, **node_rows[n][k]} for n in nodes]
         for g, (o, r, n) in instances:
             ids = {"operator": topo.ops[o], "instance": r, "node": topo.nodes[n]}
             fields = {name: _cast(name, v[g, k]) for name, v in ops.items()}
@@ -182,6 +191,43 @@ def build_records(
             for q in query_ids
         ]
     return records
+
+
+def node_fields(
+    topo: Topology,
+    util: np.ndarray,
+    records_in: np.ndarray,
+    win: Windows,
+    specs: Mapping[str, SimNodeTypeSpec],
+) -> list[list[dict[str, Any]]]:
+    """[node][window] fields of the ``node`` records. A node whose type is in ``specs``
+    reports the interfered utilisation, κ + ε·ω power (when κ is given) and the battery
+    drained by that power (when a charge is given); see ``simulation.edgecloud``."""
+    busy_ops, records = node_load(topo, records_in) if specs else (None, None)
+    lengths = np.diff(np.r_[0.0, win.ends])
+    rows = []
+    for n, ntype in enumerate(topo.types):
+        spec = specs.get(ntype.name)
+        u = util[n] if spec is None else interfered_util(util[n], busy_ops[n],
+                                                          spec.interference_slope)
+        fields = [_node_fields(topo.nodes[n], x) for x in u.tolist()]
+        if spec is not None:
+            _add_power(fields, spec, records[n], lengths)
+        rows.append(fields)
+    return rows
+
+
+def _add_power(
+    fields: list[dict[str, Any]], spec: SimNodeTypeSpec, records: np.ndarray, lengths: np.ndarray
+) -> None:
+    if spec.idle_power_w is not None:
+        power = power_w(spec.idle_power_w, spec.energy_j_per_event, records, lengths)
+        for f, p in zip(fields, power.tolist()):
+            f["power_w"] = p
+    if spec.battery_wh is not None:
+        power = np.array([f["power_w"] for f in fields])
+        for f, b in zip(fields, battery_wh(spec.battery_wh, power, lengths).tolist()):
+            f["battery_wh"] = b
 
 
 def _reported_types(topo: Topology) -> tuple[list[list[int]], list[list[int]]]:
