@@ -123,7 +123,7 @@ def _common(table: str, ctx: ValidationContext) -> list[Expectation]:
 def _operator(ctx: ValidationContext) -> list[Expectation]:
     non_negative = (
         "instance", "records_in", "records_out", "queue_len", "busy_ms", "service_ms_sum",
-        "service_ms_sqsum",
+        "service_ms_sqsum", "bytes_out",
     )  # fmt: skip
     return [
         *(_at_least(c) for c in non_negative),

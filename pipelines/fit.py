@@ -454,17 +454,34 @@ def fit_nodes(
     return models, per_type
 
 
+def event_sizes(ops: DataFrame) -> dict[str, float]:
+    """Per operator reporting ``bytes_out``: mean output event size δ = Σ bytes_out /
+    Σ records_out over the windows that report it (seed 004's δ_i, bytes)."""
+    if "bytes_out" not in ops.columns:
+        return {}
+    rows = (
+        ops.where(F.col("bytes_out").isNotNull())
+        .groupBy("operator")
+        .agg(F.sum("bytes_out").alias("bytes"), F.sum("records_out").alias("rout"))
+        .where(F.col("rout") > 0)
+        .collect()
+    )
+    return {r["operator"]: r["bytes"] / r["rout"] for r in rows}
+
+
 def placement_costs(
     ops: DataFrame, types: dict[str, str], energy: dict[str, dict[str, float]]
 ) -> dict[str, PlacementCosts]:
-    """Per operator: fitted λ and ε per node type (seed 004). Telemetry carries no event
-    size, so ``event_bytes`` stays None (the planner's config value applies)."""
+    """Per operator: fitted λ and ε per node type and the output event size (seed 004);
+    without ``bytes_out`` telemetry ``event_bytes`` stays None (the config's value applies)."""
     types_df = ops.sparkSession.createDataFrame(list(types.items()), "node STRING, type STRING")
     service = service_by_type(ops, types_df)
+    sizes = event_sizes(ops)
     return {
         op: PlacementCosts(service_mean_s_by_type=service.get(op, {}),
-                           energy_j_per_event_by_type=energy.get(op, {}))
-        for op in sorted(set(service) | set(energy))
+                           energy_j_per_event_by_type=energy.get(op, {}),
+                           event_bytes=sizes.get(op))
+        for op in sorted(set(service) | set(energy) | set(sizes))
     }
 
 

@@ -138,7 +138,8 @@ def promote(
         clean = silver_rows(rows, bad, batch_id).localCheckpoint(eager=True)
         silver_counts[name] = clean.count()
         if silver_counts[name]:
-            merge_insert(spark, clean, silver_path(lake, name), table.key, partition_by=["date"])
+            merge_insert(spark, clean, silver_path(lake, name), table.key, partition_by=["date"],
+                         evolve_schema=True)  # a lake of an earlier contract gains new fields
     quarantine = quarantine_rows(bronze, failures).localCheckpoint(eager=True)
     quarantined = quarantine.count()
     if quarantined:

@@ -64,6 +64,7 @@ SILVER_TABLES: dict[str, SilverTable] = {
                 _f("queue_len", LongType()),
                 _f("records_in_by_type", MapType(StringType(), LongType())),
                 _f("records_out_by_type", MapType(StringType(), LongType())),
+                _f("bytes_out", LongType()),  # optional: bytes of the output events
                 _f("busy_ms_by_type", MapType(StringType(), DoubleType())),
             ),
             key=("app", "ts", "operator", "instance"),

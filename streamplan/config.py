@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -114,6 +115,11 @@ class SimulationSpec(_Strict):
         "operators listed here report records_in/out_by_type",
     )
     workload: list[WorkloadPhase] = Field(min_length=1)
+    event_bytes: dict[str, float] = Field(
+        default_factory=dict,
+        description="operator -> true size of its output events (bytes); operators listed "
+        "here report bytes_out (seed 004's delta)",
+    )
     node_types: dict[str, SimNodeTypeSpec] = Field(
         default_factory=dict,
         description="node type -> interference, power and battery (edge + cloud telemetry)",
@@ -216,6 +222,10 @@ class AppConfig(_Strict):
             for op, shares in self.simulation.output_types.items():
                 _known("simulation.output_types", op, ops)
                 _check_shares(f"simulation.output_types[{op}]", shares)
+            for op, size in self.simulation.event_bytes.items():
+                _known("simulation.event_bytes", op, ops)
+                if not (size > 0 and math.isfinite(size)):
+                    raise ValueError(f"simulation.event_bytes[{op}] must be > 0, got {size}")
             for name in self.simulation.node_types:
                 _known("simulation.node_types", name, types)
             for i, phase in enumerate(self.simulation.workload):

@@ -27,6 +27,7 @@ VM = {"interference_slope": 0.03}
 LINKS = {"edge-edge": {"latency_ms": 3.0, "bandwidth_mbps": 80.0, "jitter": 0.1},
          "edge-cloud": {"latency_ms": 45.0, "bandwidth_mbps": 25.0, "jitter": 0.1},
          "cloud-cloud": {"latency_ms": 0.5, "bandwidth_mbps": 1000.0, "jitter": 0.1}}
+EVENT_BYTES = {"traffic_join": 512.0, "air_pattern": 200.0}  # the planner's config says 300
 HOSTS = {
     "pi-1": ["traffic_src_a", "traffic_filter_a", "air_src", "air_filter", "power_src",
              "power_batch"],
@@ -50,7 +51,8 @@ def world() -> AppConfig:
     raw = load_config(REPO_ROOT / "configs" / "edgecloud_small.yaml").model_dump(mode="python")
     raw["nodes"] = [{"name": n, "type": n[:2]} for n in ("pi-1", "pi-2", "pi-3", "vm-1", "vm-2")]
     raw["deployment"] = {op: [(node, 1)] for node, ops in HOSTS.items() for op in ops}
-    raw["simulation"].update(workload=WORKLOAD, node_types={"pi": PI, "vm": VM}, links=LINKS)
+    raw["simulation"].update(workload=WORKLOAD, node_types={"pi": PI, "vm": VM}, links=LINKS,
+                             event_bytes=EVENT_BYTES)
     return AppConfig.model_validate(raw)
 
 
@@ -117,7 +119,9 @@ def test_fit_recovers_interference_power_battery_and_links(spark, settings, worl
     # exclusive service time per node type: the true mean / node speed, within 10%
     join = model.placement_costs["traffic_join"].service_mean_s_by_type
     assert join == {"pi": pytest.approx(0.4e-3 / 0.3333, rel=0.10)}
-    assert model.placement_costs["traffic_join"].event_bytes is None
+    # output event size: Σ bytes_out / Σ records_out, exact (bytes are records x size)
+    assert {op: c.event_bytes for op, c in model.placement_costs.items()
+            if c.event_bytes is not None} == EVENT_BYTES
     # links: mean of the readings, within 5% (jitter ±10% averages out over 60 windows)
     links = {(lk.src, lk.dst): lk for lk in model.links}
     assert len(links) == 5 * 4
@@ -126,7 +130,10 @@ def test_fit_recovers_interference_power_battery_and_links(spark, settings, worl
     assert links[("pi-1", "pi-2")].latency_ms == pytest.approx(3.0, rel=0.05)
 
     # the adapter plans with the fitted numbers, not method.params
-    inst = build_instance(world, parse_params(world.method.params), model).inst
+    built = build_instance(world, parse_params(world.method.params), model)
+    inst = built.inst
+    traffic = next(d for d in built.dags if d.name == "traffic")
+    assert next(v for v in traffic.vertices if v.name == "traffic_join").event_bytes == 512.0
     p1, p2, v1 = inst.index["pi-1"], inst.index["pi-2"], inst.index["vm-1"]
     assert inst.resources[p1].interference == nodes["pi-1"].interference_slope
     assert inst.resources[p1].idle_w == nodes["pi-1"].idle_power_w

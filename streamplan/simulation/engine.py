@@ -71,7 +71,7 @@ def simulate(
         links = link_records(topo, sim.links, windows.n, link_rng)
     records = build_records(
         config.app, topo, trace, event_time, placement, start.astimezone(timezone.utc), windows,
-        node_specs=sim.node_types, links=links,
+        node_specs=sim.node_types, links=links, event_bytes=sim.event_bytes,
     )
     rt_ms = (trace.event_done - event_time) * 1000.0
     done = trace.event_done < duration_s

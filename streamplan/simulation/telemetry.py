@@ -155,11 +155,14 @@ def build_records(
     *,
     node_specs: Mapping[str, SimNodeTypeSpec] | None = None,
     links: list[list[dict[str, Any]]] | None = None,
+    event_bytes: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """All telemetry records of the interval, sorted by (ts, kind, ids).
 
     node_specs: node type -> edge + cloud behaviour (``simulation.node_types``); links: per
-    window, the ``link`` records' fields (``edgecloud.link_records``)."""
+    window, the ``link`` records' fields (``edgecloud.link_records``); event_bytes: operator
+    -> output event size, reported as ``bytes_out`` = records_out x size."""
+    event_bytes = event_bytes or {}
     ops = operator_stats(topo, trace, win)
     typed_in, typed_out = typed_counts(topo, trace, win)
     in_types, out_types = _reported_types(topo)
@@ -185,6 +188,8 @@ def build_records(
                 fields["records_in_by_type"] = _by_type(topo, typed_in[g, k], in_types[o])
             if out_types[o]:
                 fields["records_out_by_type"] = _by_type(topo, typed_out[g, k], out_types[o])
+            if topo.ops[o] in event_bytes:
+                fields["bytes_out"] = round(fields["records_out"] * event_bytes[topo.ops[o]])
             records.append({"kind": "operator", **head, **ids, **fields})
         records += [
             {"kind": "query", **head, **_query_fields(topo.queries[q], queries[q][k])}
