@@ -11,7 +11,6 @@ an interval gives the same plan.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import asdict, dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from optimizers.prediction.correction import Correction, fit_correction
 from streamplan.config import AppConfig
 from streamplan.plan import Decision
-from streamplan.publish import atomic_write
+from streamplan.asof import load_as_of, save_as_of
 from streamplan.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -46,23 +45,19 @@ def save_correction(settings: Settings, app: str, fitted_at: datetime, correctio
                     trigger: str = "nightly") -> Path:
     """Store ``correction`` as fitted at ``fitted_at`` (re-fitting at the same time
     overwrites)."""
-    doc = {"app": app, "fitted_at": fitted_at.isoformat(), "trigger": trigger,
-           **asdict(correction)}
-    name = fitted_at.strftime("%Y%m%dT%H%M%SZ") + ".json"
-    return atomic_write(correction_dir(settings, app) / name, json.dumps(doc, indent=2))
+    doc = {"app": app, "trigger": trigger, **asdict(correction)}
+    return save_as_of(correction_dir(settings, app), fitted_at, doc)
 
 
 def correction_at(settings: Settings, app: str, at: datetime) -> StoredCorrection | None:
     """The newest correction fitted at or before ``at``; ``None`` if there is none."""
-    docs = [json.loads(p.read_text()) for p in correction_dir(settings, app).glob("*.json")]
-    usable = [d for d in docs if datetime.fromisoformat(d["fitted_at"]) <= at]
-    if not usable:
+    found = load_as_of(correction_dir(settings, app), at)
+    if found is None:
         return None
-    doc = max(usable, key=lambda d: datetime.fromisoformat(d["fitted_at"]))
-    return StoredCorrection(
-        Correction(alpha=doc["alpha"], beta=doc["beta"], pairs=doc["pairs"],
-                   reason=doc["reason"]),
-        datetime.fromisoformat(doc["fitted_at"]), doc["trigger"])
+    fitted_at, doc = found
+    correction = Correction(alpha=doc["alpha"], beta=doc["beta"], pairs=doc["pairs"],
+                            reason=doc["reason"])
+    return StoredCorrection(correction, fitted_at, doc["trigger"])
 
 
 def correction_tag(stored: StoredCorrection) -> str:

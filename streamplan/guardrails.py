@@ -17,7 +17,6 @@ re-planning an interval reads the same state and gives the same plan.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +27,7 @@ from optimizers.flink_parallelism import current_parallelism, predict
 from streamplan.config import AppConfig
 from streamplan.fitted import FittedModel
 from streamplan.plan import Decision, Replicas
-from streamplan.publish import atomic_write
+from streamplan.asof import load_as_of, save_as_of
 from streamplan.settings import Settings
 
 
@@ -178,17 +177,14 @@ def state_dir(settings: Settings, app: str) -> Path:
 
 def save_state(settings: Settings, app: str, at: datetime, state: GuardState) -> Path:
     """Keep ``state`` as the state after the replan of the interval ending at ``at``."""
-    name = at.strftime("%Y%m%dT%H%M%SZ") + ".json"
-    doc = {"at": at.isoformat(), **state_params(state)}
-    return atomic_write(state_dir(settings, app) / name, json.dumps(doc, indent=2))
+    return save_as_of(state_dir(settings, app), at, state_params(state))
 
 
 def state_at(settings: Settings, app: str, at: datetime) -> GuardState:
     """The state kept for the latest interval ending at or before ``at`` (empty if none)."""
-    docs = [json.loads(p.read_text()) for p in state_dir(settings, app).glob("*.json")]
-    usable = [d for d in docs if datetime.fromisoformat(d["at"]) <= at]
-    if not usable:
+    found = load_as_of(state_dir(settings, app), at)
+    if found is None:
         return GuardState()
-    doc = max(usable, key=lambda d: datetime.fromisoformat(d["at"]))
-    last = doc["last_change_at"]
-    return GuardState(datetime.fromisoformat(last) if last else None, dict(doc["down_streak"]))
+    last = found[1]["last_change_at"]
+    return GuardState(datetime.fromisoformat(last) if last else None,
+                      dict(found[1]["down_streak"]))

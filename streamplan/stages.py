@@ -224,11 +224,11 @@ def run_plan(
     from streamplan.guardrails import next_state, save_state
     from streamplan.tracking import log_plan
 
-    guarded = "guardrails" in config.method.params
-    planning = with_guard_state(settings, config, interval.start) if guarded else config
-    # operator-level telemetry that lacks some operators (all their rows quarantined)
-    unfitted = sorted({o.name for o in config.operators} - set(model.operators))
-    unfitted = unfitted if model.operators else []
+    # scheduled replans keep the guardrails' state here; a caller passing one keeps its own
+    params = config.method.params
+    keeps_state = "guardrails" in params and "guard_state" not in params
+    planning = with_guard_state(settings, config, interval.start) if keeps_state else config
+    unfitted = unfitted_operators(config, model)
     decision = unplanned(unfitted) if unfitted else run_method(model, planning)
     stored = correction_at(settings, config.app, interval.start)
     if config.fit.correct_predictions and decision.feasible and stored is not None:
@@ -256,7 +256,7 @@ def run_plan(
         plan.previous_plan_id = previous.previous_plan_id if same else previous.plan_id
     tags = {"streamplan.correction": correction_tag(stored)} if stored is not None else None
     run_id = log_plan(settings, config, model, plan, extra_artifacts, tags)
-    if guarded and not unfitted:
+    if keeps_state and not unfitted:
         after = next_state(model, planning, planning.method.params, plan.feasible)
         save_state(settings, config.app, interval.end, after)
     plan = plan.model_copy(update={"mlflow_run_id": run_id})
@@ -264,13 +264,19 @@ def run_plan(
     return plan
 
 
+def unfitted_operators(config: AppConfig, model: FittedModel) -> list[str]:
+    """Configured operators an operator-level model lacks (all their rows quarantined);
+    empty for a query-level model (no operator telemetry at all)."""
+    if not model.operators:
+        return []
+    return sorted({o.name for o in config.operators} - set(model.operators))
+
+
 def with_guard_state(settings: Settings, config: AppConfig, at: datetime) -> AppConfig:
     """``config`` with the guardrails' state kept for the replan at ``at`` in its method's
-    params, unless the caller passes one (``streamplan.flink.loop``)."""
+    params."""
     from streamplan.guardrails import state_at, state_params
 
-    if "guard_state" in config.method.params:
-        return config
     state = state_params(state_at(settings, config.app, at))
     params = {**config.method.params, "guard_state": state}
     return config.model_copy(update={"method": config.method.model_copy(update={"params": params})})

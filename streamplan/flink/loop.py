@@ -63,7 +63,7 @@ def replan(spark, settings: Settings, config: AppConfig, rest: FlinkRest, job_id
     guarded = config.model_copy(update={"method": method})
     plan = stages.run_plan(settings, guarded, model, interval)
     published = stages.run_publish(settings, plan)
-    if not plan.feasible:
+    if stages.unfitted_operators(config, model):  # no plan was made, nothing recommended
         return Replan(interval, problems, report.quarantined, plan, published, state)
     new_state = next_state(model, config, params, published.became_current)
     return Replan(interval, problems, report.quarantined, plan, published, new_state)
