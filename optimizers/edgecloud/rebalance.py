@@ -8,9 +8,11 @@ critical paths are recomputed after every move.
 
 * **Vertex.** On the DAG's critical path take the query with the largest compute latency λ
   (sinks only when their compute counts, ``include_sink_compute``), and move it to the valid
-  resource that lowers L̂ most. Every allowed resource is scored at once: the DAG's new
-  makespan is max(longest path avoiding v, best path through v on p), exact in exclusive
-  latency mode; candidates are then tried in that order and verified exactly.
+  resource *that computes it faster* and lowers L̂ most (§4.3: "migrated to a resource which
+  has a higher compute capacity"; the digest's worked example also takes slower ones, which
+  makes vertex moves do edge moves' work). Every allowed resource is scored at once: the
+  DAG's new makespan is max(longest path avoiding v, best path through v on p), exact in
+  exclusive latency mode; candidates are then tried in that order and verified exactly.
 * **Edge.** On the critical path take the edge ⟨u, w⟩ with the largest l + δ_u/β; try u onto
   w's resource and w onto u's resource, and apply the better valid one if it lowers L̂.
 """
@@ -151,6 +153,7 @@ def vertex_move(state: State, dag: str, *, max_tries: int = 8):
     avoid = _longest_avoiding(state, info, v, lat, link)
     state.remove(dag, v)
     allowed, head, score, valid, _ = candidates(state, info, v, arrival)
+    faster = score - head < lat[v] - GAIN  # score - head: v's compute latency on p
     # score = head + own latency on p; add the best way from p to the end of the DAG
     inst = state.inst
     through = score.copy() if (include_sink or not info.is_sink[v]) else head.copy()
@@ -165,11 +168,11 @@ def vertex_move(state: State, dag: str, *, max_tries: int = 8):
     estimate = np.maximum(through, avoid)
     state.add(dag, v, old)
     current = state.makespan(dag)
-    if exclusive and not (estimate[allowed != old] < current - GAIN).any():
+    if exclusive and not (estimate[faster] < current - GAIN).any():
         # exact in exclusive mode: the gain depends on this DAG's mapping only
         state.memo[("vertex", dag)] = mu.tobytes()
         return None
-    valid &= allowed != old
+    valid &= faster
     order = np.flatnonzero(valid)
     order = order[np.lexsort((allowed[order], estimate[order]))][:max_tries]
     for i in order:
