@@ -61,7 +61,7 @@ from .model import (
     Vertex,
     compile_dag,
 )
-from .params import TIER_DEFAULTS, EdgeCloudParams, parse_params
+from .params import DEFAULT_LINKS, TIER_DEFAULTS, EdgeCloudParams, parse_params
 from .rebalance import rebalance
 from .topset import topset_place
 
@@ -326,9 +326,7 @@ def _scaled_service(by_type: Mapping[str, float], types: Mapping, speed: float) 
 
 
 def _tier_links(params: EdgeCloudParams):
-    from .params import _default_links
-
-    return {**_default_links(), **params.links}
+    return {**DEFAULT_LINKS, **params.links}
 
 
 def _source_rates(config: AppConfig, params: EdgeCloudParams, model: FittedModel | None,

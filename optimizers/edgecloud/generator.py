@@ -6,9 +6,10 @@ None of the paper's measured inputs are printed; the placeholders are the digest
   a per-device lognormal factor (σ = 0.2, "±20 %"); sources are dummies (kind ``source``,
   λ = 0, A8).
 * π(m) = 0.05(m − 1) on a Pi, 0.02(m − 1) on a VM.
-* Links: edge↔edge 2 ms / 90 Mbps, edge↔cloud 60 ms / 20 Mbps, cloud↔cloud 1 ms / 900 Mbps,
-  each pair scaled by a lognormal factor (σ = ``link_jitter``) since "each simulated resource
-  samples from these distributions".
+* Links: :data:`~optimizers.edgecloud.params.DEFAULT_LINKS` (edge↔edge 10 ms / 90 Mbps,
+  edge→cloud 20 ms / 20 Mbps, cloud↔cloud 1 ms / 900 Mbps; calibrated, see there; the digest's
+  placeholders are ``DIGEST_LINKS``), each pair scaled by a lognormal factor
+  (σ = ``link_jitter``) since "each simulated resource samples from these distributions".
 * Battery: κ = 250 mA at 5 V = 1.25 W; ε = 0.002 mA·s at 5 V = 1e-5 J per event;
   C = 10,000 mAh at 5 V = 180 kJ; τ = 24 h.
 * DAGs: layered random DAGs of 4–50 vertices, fan-out ≤ 5, 1–4 sources, 1–3 sinks, every
@@ -26,6 +27,7 @@ None of the paper's measured inputs are printed; the placeholders are the digest
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -33,6 +35,7 @@ import numpy as np
 
 from .evaluate import State
 from .model import CLOUD, EDGE, Dag, Instance, Options, Resource, Vertex, compile_dag
+from .params import DEFAULT_LINKS, LinkSpec
 from .topset import topset_place
 
 __all__ = [
@@ -50,13 +53,6 @@ __all__ = [
 KINDS = tuple(f"q{i:02d}" for i in range(21)) + ("source",)
 SETUPS = {"small": (96, 4), "large": (960, 40)}
 POOL_SIZES = tuple(s for s in range(4, 21) for _ in range(2)) + (25, 30, 35, 40, 50)
-# (latency s, bandwidth bytes/s) per tier pair
-LINKS = {
-    (EDGE, EDGE): (0.002, 90e6 / 8),
-    (EDGE, CLOUD): (0.060, 20e6 / 8),
-    (CLOUD, EDGE): (0.060, 20e6 / 8),
-    (CLOUD, CLOUD): (0.001, 900e6 / 8),
-}
 PI_IDLE_W = 0.250 * 5.0
 EPS_J = 0.002e-3 * 5.0
 BATTERY_J = 10.0 * 5.0 * 3600.0
@@ -72,6 +68,7 @@ def make_setup(
     link_jitter: float = 0.2,
     options: Options | None = None,
     net_j_per_byte: float = 0.0,
+    links: Mapping[str, LinkSpec] = DEFAULT_LINKS,
 ) -> Instance:
     """Edge devices ``e0…`` (type ``pi``) and VMs ``c0…`` (type ``vm``) with the placeholder
     costs of the module docstring. ``make_setup(*SETUPS["small"])`` is the Small setup."""
@@ -91,12 +88,15 @@ def make_setup(
     energy = np.zeros((len(KINDS), n))
     energy[:n_kinds, :n_edge] = EPS_J
     edge = np.arange(n) < n_edge
-    lat0 = np.where(edge[:, None] & edge[None, :], LINKS[(EDGE, EDGE)][0],
-                    np.where(~edge[:, None] & ~edge[None, :], LINKS[(CLOUD, CLOUD)][0],
-                             LINKS[(EDGE, CLOUD)][0]))
-    bw0 = np.where(edge[:, None] & edge[None, :], LINKS[(EDGE, EDGE)][1],
-                   np.where(~edge[:, None] & ~edge[None, :], LINKS[(CLOUD, CLOUD)][1],
-                            LINKS[(EDGE, CLOUD)][1]))
+    both_edge, both_cloud = edge[:, None] & edge[None, :], ~edge[:, None] & ~edge[None, :]
+
+    def by_tier(attr: str, scale: float) -> np.ndarray:
+        ee, ec, cc = (getattr(links[k], attr) * scale
+                      for k in ("edge-edge", "edge-cloud", "cloud-cloud"))
+        return np.where(both_edge, ee, np.where(both_cloud, cc, ec))
+
+    lat0 = by_tier("latency_ms", 1e-3)
+    bw0 = by_tier("bandwidth_mbps", 1e6 / 8)
     jit = np.exp(rng.normal(0.0, link_jitter, size=(n, n))) if link_jitter > 0 else np.ones((n, n))
     jit = np.sqrt(jit * jit.T)  # symmetric
     lat = lat0 * jit
