@@ -21,7 +21,7 @@ class Replan:
     """What one replan did."""
 
     interval: stages.Interval
-    problems: list[Problem]
+    problems: list[list[Problem]]  # per collected window
     quarantined: int
     plan: Plan
     published: PublishResult
@@ -47,12 +47,12 @@ def replan(spark, settings: Settings, config: AppConfig, rest: FlinkRest, job_id
     start = datetime.now(UTC) - timedelta(seconds=1)
     ops = [o.name for o in config.operators]
     landing = stages.landing_dir(settings, config.app)
-    problems: list[Problem] = []
+    problems: list[list[Problem]] = []
     clean, budget = 0, windows + extra_windows
     while clean < windows and budget > 0:
         found = collect(rest, config.app, ops, node_info(config), config.window_s, landing,
                         job_id)[1]
-        problems += found
+        problems.append(found)
         clean, budget = clean + (not found), budget - 1
     interval = stages.Interval(start, datetime.now(UTC) + timedelta(seconds=1))
     stages.run_ingest(spark, settings, config, interval)
