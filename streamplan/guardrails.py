@@ -105,17 +105,21 @@ def guard_from_params(model: FittedModel, params: dict) -> tuple[Guardrails, Gua
     """Rules from ``params["guardrails"]``, state from ``params["guard_state"]``
     (``last_change_at`` ISO time or null, ``down_streak`` op -> count), and the model's
     window end as the time of the decision."""
-    raw = params.get("guard_state") or {}
-    last = raw.get("last_change_at")
-    since = datetime.fromisoformat(last) if last else None
-    state = GuardState(since, dict(raw.get("down_streak", {})))
+    state = state_from_params(params.get("guard_state") or {})
     return Guardrails(**params["guardrails"]), state, datetime.fromisoformat(model.window_end)
 
 
 def state_params(state: GuardState) -> dict:
-    """``guard_state`` for the method's params (inverse of :func:`guard_from_params`)."""
+    """``guard_state`` for the method's params (inverse of :func:`state_from_params`)."""
     last = state.last_change_at.isoformat() if state.last_change_at else None
     return {"last_change_at": last, "down_streak": dict(state.down_streak)}
+
+
+def state_from_params(raw: dict) -> GuardState:
+    """The state a ``guard_state`` dict describes (missing fields: no change, no streaks)."""
+    last = raw.get("last_change_at")
+    since = datetime.fromisoformat(last) if last else None
+    return GuardState(since, dict(raw.get("down_streak", {})))
 
 
 def guard_decision(
@@ -183,8 +187,4 @@ def save_state(settings: Settings, app: str, at: datetime, state: GuardState) ->
 def state_at(settings: Settings, app: str, at: datetime) -> GuardState:
     """The state kept for the latest interval ending at or before ``at`` (empty if none)."""
     found = load_as_of(state_dir(settings, app), at)
-    if found is None:
-        return GuardState()
-    last = found[1]["last_change_at"]
-    return GuardState(datetime.fromisoformat(last) if last else None,
-                      dict(found[1]["down_streak"]))
+    return GuardState() if found is None else state_from_params(found[1])

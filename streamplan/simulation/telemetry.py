@@ -6,8 +6,8 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
